@@ -1,0 +1,23 @@
+"""torchplug-cuda: NVIDIA GPUs through torch's CUDA runtime."""
+
+import torch
+
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, torch_build_lacks
+
+
+class CudaBackend(Backend):
+    spec = BackendSpec(
+        name="cuda", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14"
+    )
+
+    def native_unavailable_reason(self) -> str | None:
+        if torch.version.hip:
+            return f"torch {torch.__version__} is a ROCm build: the rocm plugin drives its 'cuda' device"
+        if not torch.version.cuda:
+            return torch_build_lacks("CUDA")
+        if not torch.cuda.is_available():
+            return "no CUDA GPU is visible (torch.cuda.device_count() == 0)"
+        return None
+
+
+backend = CudaBackend()

@@ -1,0 +1,24 @@
+"""torchplug-mps: Apple GPUs through torch's Metal Performance Shaders runtime."""
+
+import torch
+
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, torch_build_lacks
+
+# Metal has no 64-bit floating point.
+MPS_DTYPES = STANDARD_DTYPES - {torch.float64, torch.complex128}
+
+
+class MpsBackend(Backend):
+    spec = BackendSpec(
+        name="mps", device_type="mps", dispatch_key="MPS", dtypes=MPS_DTYPES, torch_range=">=2.13,<2.14"
+    )
+
+    def native_unavailable_reason(self) -> str | None:
+        if not torch.backends.mps.is_built():
+            return torch_build_lacks("MPS")
+        if not torch.backends.mps.is_available():
+            return "MPS is not available: it needs macOS 12.3+ on an Apple silicon or AMD GPU Mac"
+        return None
+
+
+backend = MpsBackend()

@@ -1,0 +1,1 @@
+"""The dispatcher: kernel registry, routing by device key, governed fallback, coverage, trace."""

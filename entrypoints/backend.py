@@ -1,0 +1,64 @@
+"""Backend: the small class each device plugin subclasses."""
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+
+from .spec import BackendSpec
+
+Mode = Literal["native", "emulated", "unavailable"]
+
+
+@dataclass(frozen=True)
+class DeviceStatus:
+    mode: Mode
+    reason: str = ""  # why the device is unavailable, or how it is provided
+
+
+class Backend:
+    """One device backend. Subclasses set `spec` and implement `native_unavailable_reason`.
+
+    Construction and `setup()` run inside ``import torch``: they must stay cheap. Availability is
+    probed lazily, on first use, and never raises.
+    """
+
+    spec: ClassVar[BackendSpec]
+
+    def __init__(self) -> None:
+        self._status: DeviceStatus | None = None
+
+    def native_unavailable_reason(self) -> str | None:
+        """None when torch's real runtime can drive this device here, else why it cannot."""
+        raise NotImplementedError(f"{type(self).__name__} must implement native_unavailable_reason()")
+
+    def setup(self) -> None:
+        """Light registration work done at autoload. Heavy work waits for first use."""
+
+    def status(self) -> DeviceStatus:
+        if self._status is None:
+            try:
+                reason = self.native_unavailable_reason()
+            except Exception as err:  # a probe must never break its caller
+                reason = f"availability probe raised {type(err).__name__}: {err}"
+            self._status = DeviceStatus("native") if reason is None else DeviceStatus("unavailable", reason)
+        return self._status
+
+    def is_available(self) -> bool:
+        return self.status().mode != "unavailable"
+
+    def device(self, index: int | None = None) -> torch.device:
+        return torch.device(self.spec.device_type, index)
+
+    def smoke_test(self) -> str:
+        """Run a tiny real op on the device; return what was checked, raise on a wrong result."""
+        x = torch.arange(8, dtype=torch.float32, device=self.device())
+        got = (x * 2 + 1).sum().item()
+        if got != 64.0:
+            raise AssertionError(f"(arange(8) * 2 + 1).sum() gave {got}, expected 64.0")
+        return f"(arange(8) * 2 + 1).sum() == 64.0 on {x.device}"
+
+
+def torch_build_lacks(feature: str) -> str:
+    """The reason used when the installed torch was compiled without a device runtime."""
+    return f"torch {torch.__version__} was built without {feature}"

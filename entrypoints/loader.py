@@ -1,0 +1,284 @@
+"""Plugin discovery and the exception-safe autoload that ``import torch`` runs.
+
+Every plugin declares two entry points: one in `GROUP` naming its Backend object, and one in
+torch's ``torch.backends`` group naming `autoload` below. torch calls `autoload` once per plugin at
+the end of ``import torch``; the first call discovers and loads every plugin, the rest return at
+once. A failing plugin is recorded with its reason and never breaks ``import torch`` (unless
+TORCHPLUG_STRICT=1). Asking for that device later through `backend()` raises the recorded reason
+with the fix.
+"""
+
+import difflib
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from importlib.metadata import Distribution, EntryPoint, entry_points
+from typing import Literal
+
+import torch
+
+from .. import __version__ as torchplug_version
+from .backend import Backend
+from .versions import InvalidRange, version_in_range
+
+GROUP = "torchplug.devices"
+Status = Literal["loaded", "failed", "incompatible", "skipped", "pending"]
+
+
+class PluginError(RuntimeError):
+    """A plugin that was asked for explicitly cannot be used; the message says why and the fix."""
+
+
+class TorchplugWarning(UserWarning):
+    pass
+
+
+@dataclass
+class PluginRecord:
+    name: str  # the entry point name, which is the backend name
+    distribution: str
+    version: str
+    target: str  # the entry point value, e.g. "torchplug_xpu:backend"
+    status: Status = "pending"
+    reason: str = ""
+    fix: str = ""
+    traceback: str = ""
+    load_ms: float = 0.0
+    backend: Backend | None = field(default=None, repr=False)
+
+
+_lock = threading.RLock()
+_records: dict[str, PluginRecord] = {}
+_discovered = False
+_discovering = False
+
+
+def autoload() -> None:
+    """The ``torch.backends`` entry point of every torchplug plugin."""
+    discover()
+
+
+def discover() -> dict[str, PluginRecord]:
+    """Discover and load the installed plugins once; later calls return the records."""
+    global _discovered, _discovering
+    with _lock:
+        if _discovering:  # a plugin re-entered autoload while being imported
+            return dict(_records)
+        _discovering = True
+        try:
+            if not _discovered:
+                _discover_all()
+                _discovered = True
+            else:
+                for record in _records.values():
+                    if record.status == "pending":
+                        _load(record, _entry_point(record))
+        finally:
+            _discovering = False
+        if _env_flag("TORCHPLUG_STRICT"):
+            _raise_on_failures()
+        return dict(_records)
+
+
+def loaded() -> list[str]:
+    """Names of the plugins that loaded, in discovery order."""
+    return [name for name, record in discover().items() if record.status == "loaded"]
+
+
+def records() -> list[PluginRecord]:
+    return list(discover().values())
+
+
+def load(name: str) -> Backend:
+    """Load one plugin now, even if the environment skipped it; raise PluginError if it fails."""
+    with _lock:
+        record = _known(name)
+        if record.status != "loaded":
+            _load(record, _entry_point(record))
+        if record.status != "loaded":
+            raise PluginError(_explain(record))
+        assert record.backend is not None
+        return record.backend
+
+
+def backend(name: str) -> Backend:
+    """The backend for an explicitly requested device; raises PluginError with the fix."""
+    record = _known(name)
+    if record.status != "loaded":
+        raise PluginError(_explain(record))
+    assert record.backend is not None
+    status = record.backend.status()
+    if status.mode == "unavailable":
+        raise PluginError(f"torchplug device {name!r} is unavailable: {status.reason}.")
+    return record.backend
+
+
+def _known(name: str) -> PluginRecord:
+    records_now = discover()
+    if name not in records_now:
+        hint = _did_you_mean(name, records_now)
+        raise PluginError(
+            f"no torchplug plugin named {name!r} is installed{hint}. "
+            f"Installed: {', '.join(records_now) or 'none'}. "
+            f"Fix: pip install torchplug-{name} (or the plugin that provides it)."
+        )
+    return records_now[name]
+
+
+def _discover_all() -> None:
+    points = sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
+    names = [ep.name for ep in points]
+    wanted = _env_names("TORCHPLUG_DEVICES", names)
+    disabled = _env_names("TORCHPLUG_DISABLE", names)
+    autoload_on = os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
+    for ep in points:
+        dist = ep.dist
+        record = PluginRecord(
+            ep.name,
+            dist.name if dist else "?",
+            dist.version if dist else "?",
+            ep.value,
+        )
+        if ep.name in _records:  # two distributions claim one backend name: first (sorted) wins
+            record.status, record.reason = "failed", (
+                f"backend name {ep.name!r} is also provided by {_records[ep.name].distribution}"
+            )
+            record.fix = f"pip uninstall one of {_records[ep.name].distribution}, {record.distribution}"
+            _records[f"{ep.name}@{record.distribution}"] = record
+            continue
+        _records[ep.name] = record
+        if not autoload_on:
+            _skip(record, "TORCH_DEVICE_BACKEND_AUTOLOAD=0", "unset TORCH_DEVICE_BACKEND_AUTOLOAD")
+        elif wanted is not None and ep.name not in wanted:
+            _skip(record, f"not listed in TORCHPLUG_DEVICES={os.environ['TORCHPLUG_DEVICES']}",
+                  f"add {ep.name!r} to TORCHPLUG_DEVICES")
+        elif disabled is not None and ep.name in disabled:
+            _skip(record, f"listed in TORCHPLUG_DISABLE={os.environ['TORCHPLUG_DISABLE']}",
+                  f"remove {ep.name!r} from TORCHPLUG_DISABLE")
+        else:
+            _load(record, ep)
+
+
+def _skip(record: PluginRecord, reason: str, fix: str) -> None:
+    record.status, record.reason = "skipped", f"skipped: {reason}"
+    record.fix = f"{fix}, or call torchplug.entrypoints.load({record.name!r})"
+
+
+def _entry_point(record: PluginRecord) -> EntryPoint:
+    return next(ep for ep in entry_points(group=GROUP, name=record.name) if ep.value == record.target)
+
+
+def _load(record: PluginRecord, ep: EntryPoint) -> None:
+    """Import, validate and set up one plugin, recording any failure instead of raising."""
+    start = time.perf_counter()
+    try:
+        problem = _incompatibility(ep.dist)
+        if problem:
+            record.status, (record.reason, record.fix) = "incompatible", problem
+            return
+        try:
+            obj = ep.load()
+        except Exception:
+            module = sys.modules.get(ep.module)
+            if module is not None and getattr(module.__spec__, "_initializing", False):
+                # The plugin module itself is being imported (it imported torch first, which
+                # autoloaded it): finish loading it on the next torchplug call.
+                record.status, record.reason = "pending", "its module was still being imported"
+                return
+            raise
+        _register(record, obj)
+    except Exception as err:
+        record.status, record.reason = "failed", f"{type(err).__name__}: {err}"
+        record.traceback = "".join(traceback.format_exception(err, limit=-6))
+        record.fix = (
+            f"reinstall or upgrade {record.distribution}, or set TORCHPLUG_DISABLE={record.name} "
+            "to skip it; 'torchplug list --verbose' shows the traceback"
+        )
+    finally:
+        record.load_ms = (time.perf_counter() - start) * 1e3
+
+
+def _register(record: PluginRecord, obj: object) -> None:
+    """Validate the plugin's shape when it registers, not when it is first used."""
+    if not isinstance(obj, Backend):
+        raise TypeError(f"entry point {record.target!r} gave {type(obj).__name__}, not a torchplug Backend")
+    spec = getattr(type(obj), "spec", None)
+    if spec is None or spec.name != record.name:
+        raise TypeError(
+            f"{type(obj).__name__}.spec must be a BackendSpec named {record.name!r} "
+            f"(the entry point name), got {spec!r}"
+        )
+    spec.validate(torch.__version__)
+    obj.setup()
+    record.backend, record.status, record.reason, record.fix = obj, "loaded", "", ""
+
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;)]*)\)?\s*(;.*)?$")
+
+
+def _incompatibility(dist: Distribution | None) -> tuple[str, str] | None:
+    """Check the plugin's declared torch and torchplug ranges before importing it."""
+    installed = {"torch": torch.__version__, "torchplug": torchplug_version}
+    for requirement in (dist.requires or []) if dist else []:
+        match = _REQUIREMENT.match(requirement)
+        if not match or (match[3] and "extra" in match[3]):
+            continue
+        name, specifier = match[1].lower(), match[2].strip()
+        if name not in installed:
+            continue
+        try:
+            if version_in_range(installed[name], specifier):
+                continue
+        except InvalidRange as err:
+            return f"declares an unreadable {name} range: {err}", f"fix {dist.name}'s metadata"
+        return (
+            f"requires {name}{specifier}, but {name} {installed[name]} is installed",
+            f"install a {dist.name} release built for {name} {installed[name]}",
+        )
+    return None
+
+
+def _explain(record: PluginRecord) -> str:
+    return (
+        f"torchplug plugin {record.name!r} ({record.distribution} {record.version}) is "
+        f"{record.status}: {record.reason}. Fix: {record.fix}."
+    )
+
+
+def _raise_on_failures() -> None:
+    failures = [r for r in _records.values() if r.status in ("failed", "incompatible")]
+    if failures:
+        raise PluginError(
+            "TORCHPLUG_STRICT=1 and plugins failed to load:\n"
+            + "\n".join(f"  {_explain(r)}\n{r.traceback}" for r in failures)
+        )
+
+
+def _env_names(var: str, known: list[str]) -> set[str] | None:
+    """The names listed in a comma-separated variable; unknown ones get a did-you-mean warning."""
+    value = os.environ.get(var)
+    if value is None:
+        return None
+    names = {part.strip().lower() for part in value.split(",") if part.strip()}
+    for name in sorted(names - set(known)):
+        warnings.warn(
+            f"{var} names {name!r}, but no installed torchplug plugin provides it"
+            f"{_did_you_mean(name, known)}. Installed: {', '.join(known) or 'none'}.",
+            TorchplugWarning,
+            stacklevel=2,
+        )
+    return names
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _env_flag(var: str) -> bool:
+    return os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")

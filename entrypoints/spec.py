@@ -1,0 +1,64 @@
+"""BackendSpec: what a backend declares about itself, as data checked when it registers."""
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from .. import API_VERSION
+from .versions import InvalidRange, check_range, version_in_range
+
+# torch's own device types keep their own dispatch keys; a new device name takes PrivateUse1.
+NATIVE_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "xpu": "XPU", "mps": "MPS"}
+PRIVATEUSE1 = "PrivateUse1"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class SpecError(ValueError):
+    """A BackendSpec that cannot be registered; the message lists every problem found."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    name: str  # backend name: the plugin's entry point name, e.g. "rocm"
+    device_type: str  # torch device type it serves, e.g. "cuda" for rocm
+    dispatch_key: str  # torch dispatch key its kernels register under
+    dtypes: frozenset[torch.dtype]  # dtypes the device supports
+    torch_range: str  # PEP 440 range of torch versions, e.g. ">=2.13,<2.14"
+    priority: int = 0  # breaks ties between backends serving one device type
+    api_version: int = API_VERSION
+
+    def validate(self, torch_version: str) -> None:
+        problems = []
+        if not _NAME.match(self.name):
+            problems.append(f"name {self.name!r} must be lowercase letters, digits and '_'")
+        expected_key = NATIVE_DISPATCH_KEYS.get(self.device_type, PRIVATEUSE1)
+        if not _NAME.match(self.device_type):
+            problems.append(f"device_type {self.device_type!r} is not a device type name")
+        elif self.dispatch_key != expected_key:
+            problems.append(
+                f"device_type {self.device_type!r} dispatches through {expected_key!r}, "
+                f"not {self.dispatch_key!r}"
+            )
+        if not self.dtypes or not all(isinstance(d, torch.dtype) for d in self.dtypes):
+            problems.append("dtypes must be a non-empty set of torch.dtype")
+        if self.api_version != API_VERSION:
+            problems.append(
+                f"api_version {self.api_version} is not the torchplug plugin API "
+                f"{API_VERSION}; rebuild the plugin against this torchplug"
+            )
+        try:
+            check_range(self.torch_range)
+            if not version_in_range(torch_version, self.torch_range):
+                problems.append(f"supports torch {self.torch_range}, not the installed {torch_version}")
+        except InvalidRange as err:
+            problems.append(f"torch_range: {err}")
+        if problems:
+            raise SpecError(f"invalid BackendSpec for {self.name!r}: " + "; ".join(problems))
+
+
+# The tensor dtypes torch's CPU and CUDA runtimes support; devices declare a subset.
+STANDARD_DTYPES = frozenset({
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+})
