@@ -11,6 +11,10 @@ __version__ = "0.1.0"
 # The plugin contract version. A BackendSpec must declare it; bump it on incompatible change.
 API_VERSION = 1
 
+# Import torch before any torchplug submodule starts: if torchplug is imported first, torch's
+# autoload then runs the plugin loader while no torchplug module is half-initialised.
+import torch  # noqa: E402,F401
+
 _SUBMODULES = ("dispatcher", "entrypoints", "conformance")
 _ENTRYPOINT_EXPORTS = ("Backend", "BackendSpec", "PluginError", "backend")
 

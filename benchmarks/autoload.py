@@ -1,0 +1,54 @@
+"""Median wall time of `python -c "import torch"` with the torchplug plugins autoloading vs. switched off.
+
+    python benchmarks/autoload.py [--runs 21]
+
+Both variants run interleaved in one session, so machine load affects them alike.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from common import median_ms, print_table
+
+CHECK = "import torch, torchplug.entrypoints as ep; print(','.join(ep.loaded()))"
+
+
+def env_with(autoload: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPLUG_")}
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "1" if autoload else "0"
+    return env
+
+
+def time_import(env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], env=env, check=True, cwd="/")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21)
+    args = parser.parse_args()
+    on, off = env_with(True), env_with(False)
+    plugins = subprocess.run([sys.executable, "-c", CHECK], env=on, check=True, cwd="/",
+                             capture_output=True, text=True).stdout.strip()
+    if not plugins:
+        sys.exit("no torchplug plugin autoloads: pip install ./ ./devices/* first")
+    time_import(on), time_import(off)  # warm the page cache
+    samples = {"autoload on": [], "autoload off": []}
+    for _ in range(args.runs):
+        samples["autoload on"].append(time_import(on))
+        samples["autoload off"].append(time_import(off))
+    with_plugins, without = median_ms(samples["autoload on"]), median_ms(samples["autoload off"])
+    print(f"plugins autoloaded: {plugins}; {args.runs} interleaved runs each\n")
+    print_table(("python -c 'import torch'", "median ms"),
+                [(f"plugins, TORCH_DEVICE_BACKEND_AUTOLOAD=1", f"{with_plugins:.0f}"),
+                 (f"TORCH_DEVICE_BACKEND_AUTOLOAD=0", f"{without:.0f}")])
+    print(f"\nratio autoload/no-autoload: {with_plugins / without:.3f} (target <= 1.04)")
+
+
+if __name__ == "__main__":
+    main()

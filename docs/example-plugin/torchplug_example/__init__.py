@@ -1,0 +1,24 @@
+"""A vendor NPU plugin: a new device name, so it takes torch's PrivateUse1 dispatch key."""
+
+import importlib.util
+
+import torch
+
+from torchplug.entrypoints import Backend, BackendSpec
+
+NPU_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool})
+
+
+class NpuBackend(Backend):
+    spec = BackendSpec(
+        name="npu", device_type="npu", dispatch_key="PrivateUse1", dtypes=NPU_DTYPES, torch_range=">=2.13,<2.14"
+    )
+
+    def native_unavailable_reason(self) -> str | None:
+        # Cheap probe: look for the vendor's runtime without importing it.
+        if importlib.util.find_spec("npu_runtime") is None:
+            return "the vendor runtime 'npu_runtime' is not installed"
+        return None
+
+
+backend = NpuBackend()

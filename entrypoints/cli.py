@@ -1,0 +1,144 @@
+"""The `torchplug` command: `list` shows every discovered plugin, `doctor` runs a real op on each device."""
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+ENV_VARS = (
+    "TORCH_DEVICE_BACKEND_AUTOLOAD", "TORCHPLUG_DEVICES", "TORCHPLUG_DISABLE", "TORCHPLUG_STRICT",
+    "TORCHPLUG_EMULATE", "TORCHPLUG_CACHE",
+)
+
+
+@dataclass
+class Row:
+    name: str
+    distribution: str
+    version: str
+    mode: str  # native | emulated | unavailable, or "-" when the plugin did not load
+    status: str  # the load status: loaded | failed | incompatible | skipped | pending
+    reason: str
+    fix: str
+    traceback: str
+    load_ms: float
+
+
+def plugin_rows() -> list[Row]:
+    import torch  # noqa: F401  -- importing torch runs the autoload being reported on
+
+    from .loader import records
+
+    rows = []
+    for record in records():
+        mode, reason = "-", record.reason
+        if record.backend is not None:
+            status = record.backend.status()
+            mode, reason = status.mode, status.reason
+        rows.append(Row(record.name, record.distribution, record.version, mode, record.status,
+                        reason, record.fix, record.traceback, round(record.load_ms, 3)))
+    return rows
+
+
+def _environment() -> dict[str, str]:
+    import torch
+
+    from .. import __version__
+
+    settings = {name: os.environ[name] for name in ENV_VARS if name in os.environ}
+    return {"torch": torch.__version__, "torchplug": __version__, "python": sys.version.split()[0], **settings}
+
+
+def _print_table(header: Sequence[str], rows: list[Sequence[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    for line in [header, *rows]:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = plugin_rows()
+    if args.json:
+        print(json.dumps({"environment": _environment(), "plugins": [vars(r) for r in rows]}, indent=2))
+        return 0
+    print(" ".join(f"{k}={v}" for k, v in _environment().items()))
+    if not rows:
+        print("no torchplug plugins installed (pip install ./devices/<name>)")
+        return 0
+    _print_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "REASON"),
+                 [(r.name, r.distribution, r.version, r.mode, r.status, r.reason) for r in rows])
+    for row in rows:
+        if row.fix and row.status != "loaded":
+            print(f"\n{row.name}: fix: {row.fix}")
+        if args.verbose and row.traceback:
+            print(row.traceback.rstrip())
+    return 0
+
+
+def _doctor_check(row: Row) -> tuple[str, str]:
+    """PASS/FAIL/SKIP and the detail for one plugin."""
+    from .loader import backend
+
+    if row.status in ("failed", "incompatible", "pending"):
+        return "FAIL", f"plugin {row.status}: {row.reason}"
+    if row.status == "skipped":
+        return "SKIP", row.reason
+    if row.mode == "unavailable":
+        return "SKIP", row.reason
+    start = time.perf_counter()
+    try:
+        checked = backend(row.name).smoke_test()
+    except Exception as err:
+        return "FAIL", f"{type(err).__name__}: {err}"
+    return "PASS", f"{checked} ({(time.perf_counter() - start) * 1e3:.1f} ms)"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check every plugin, or the named ones; exit 1 if any asked-for device fails."""
+    from .loader import PluginError, backend
+
+    rows = {row.name: row for row in plugin_rows()}
+    asked = args.devices or list(rows)
+    results = []
+    for name in asked:
+        row = rows.get(name)
+        if row is None:
+            try:
+                backend(name)  # raises the not-installed error with its did-you-mean hint
+            except PluginError as err:
+                results.append({"name": name, "mode": "-", "result": "FAIL", "detail": str(err)})
+            continue
+        verdict, detail = _doctor_check(row)
+        if args.devices and verdict == "SKIP":  # a device asked for by name must work
+            verdict = "FAIL"
+        results.append({"name": name, "mode": row.mode, "result": verdict, "detail": detail})
+    failed = any(r["result"] == "FAIL" for r in results)
+    if args.json:
+        print(json.dumps({"environment": _environment(), "results": results, "ok": not failed}, indent=2))
+    else:
+        print(" ".join(f"{k}={v}" for k, v in _environment().items()))
+        _print_table(("DEVICE", "MODE", "RESULT", "DETAIL"),
+                     [(r["name"], r["mode"], r["result"], r["detail"]) for r in results])
+        print("\nall requested devices work" if not failed else "\nsome devices FAILED (see DETAIL)")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="torchplug", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    listing = commands.add_parser("list", help="every discovered plugin: mode, status and reason")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.add_argument("-v", "--verbose", action="store_true", help="show failure tracebacks")
+    listing.set_defaults(run=cmd_list)
+    doctor = commands.add_parser("doctor", help="run a tiny real op on each usable device")
+    doctor.add_argument("devices", nargs="*", help="only these backends; each must pass (default: all)")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.set_defaults(run=cmd_doctor)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Shared helpers: run Python in a fresh interpreter, and put fake plugin distributions on a path."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_PLUGINS = ["cpu", "cuda", "mps", "rocm", "xpu"]
+_TORCHPLUG_VARS = ("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="also run the tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="slow tier: run with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """The current environment without torchplug settings, plus `overrides`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_TORCHPLUG_VARS)}
+    env.update(overrides)
+    return env
+
+
+def run_python(code: str, *, path: Path | None = None, python: str = sys.executable,
+               check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` in a new interpreter (cwd /, so the checkout is not importable by accident)."""
+    environ = clean_env(**env)
+    if path is not None:
+        environ["PYTHONPATH"] = str(path)
+    result = subprocess.run([python, "-c", textwrap.dedent(code)], env=environ, cwd="/",
+                            capture_output=True, text=True, timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def run_cli(*args: str, path: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    code = f"import sys; from torchplug.entrypoints.cli import main; sys.exit(main({list(args)!r}))"
+    return run_python(code, path=path, check=False, **env)
+
+
+def cli_json(*args: str, path: Path | None = None, **env: str) -> dict:
+    result = run_cli(*args, "--json", path=path, **env)
+    return json.loads(result.stdout)
+
+
+def make_plugin(root: Path, name: str, module_source: str, *, requires: tuple[str, ...] = (),
+                target: str | None = None) -> None:
+    """Write an installed-looking distribution: a module plus real dist-info metadata."""
+    module = f"tp_fake_{name}"
+    dist = f"tp_fake_{name}-0.1.dist-info"
+    (root / f"{module}.py").write_text(textwrap.dedent(module_source))
+    (root / dist).mkdir()
+    metadata = [f"Metadata-Version: 2.1", f"Name: tp-fake-{name}", "Version: 0.1"]
+    metadata += [f"Requires-Dist: {r}" for r in requires]
+    (root / dist / "METADATA").write_text("\n".join(metadata) + "\n")
+    (root / dist / "entry_points.txt").write_text(
+        f"[torch.backends]\n{module} = torchplug.entrypoints:autoload\n\n"
+        f"[torchplug.devices]\n{name} = {target or module + ':backend'}\n"
+    )
+
+
+def plugin_source(name: str, tail: str = "backend = FakeBackend()", spec_extra: str = "") -> str:
+    """A well-formed plugin module, then `tail` (which may break it)."""
+    return textwrap.dedent(f"""
+        import torch
+        from torchplug.entrypoints import Backend, BackendSpec
+
+        class FakeBackend(Backend):
+            spec = BackendSpec(name={name!r}, device_type="cpu", dispatch_key="CPU",
+                               dtypes=frozenset({{torch.float32}}), torch_range=">=2.13,<2.14"{spec_extra})
+
+            def native_unavailable_reason(self):
+                return None
+    """) + textwrap.dedent(tail)
