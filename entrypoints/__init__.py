@@ -1,10 +1,11 @@
 """Plugin discovery, safe autoload, compatibility checks, the load report and the CLI."""
 
 from .backend import Backend, DeviceStatus, torch_build_lacks
-from .loader import PluginError, PluginRecord, TorchplugWarning, autoload, backend, discover, load, loaded, records
+from .loader import PluginError, PluginRecord, TorchplugWarning, autoload, backend, discover, load, loaded, loaded_backend, records
 from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 
 __all__ = [
     "STANDARD_DTYPES", "Backend", "BackendSpec", "DeviceStatus", "PluginError", "PluginRecord", "SpecError",
-    "TorchplugWarning", "autoload", "torch_build_lacks", "backend", "discover", "load", "loaded", "records",
+    "TorchplugWarning", "autoload", "torch_build_lacks", "backend", "discover", "load", "loaded", "loaded_backend",
+    "records",
 ]

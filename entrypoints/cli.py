@@ -1,4 +1,4 @@
-"""The `torchplug` command: `list` shows every discovered plugin, `doctor` runs a real op on each device."""
+"""The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op routes."""
 
 import argparse
 import json
@@ -125,6 +125,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_coverage(args: argparse.Namespace) -> int:
+    """For every ATen and torchplug op, the route that serves it on a backend."""
+    from ..dispatcher import coverage
+
+    report = coverage(args.backend)
+    print(report.to_json() if args.json else report.summary())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="torchplug", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -136,8 +145,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     doctor.add_argument("devices", nargs="*", help="only these backends; each must pass (default: all)")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.set_defaults(run=cmd_doctor)
+    cover = commands.add_parser("coverage", help="op -> route (kernel/native/composite/fallback/missing)")
+    cover.add_argument("backend", help="a loaded backend, e.g. cpu or xpu")
+    cover.add_argument("--json", action="store_true", help="every op with its route, as JSON")
+    cover.set_defaults(run=cmd_coverage)
     args = parser.parse_args(argv)
-    return args.run(args)
+    from .loader import PluginError
+
+    try:
+        return args.run(args)
+    except PluginError as err:  # an explicitly named plugin that cannot be used
+        print(f"torchplug: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -107,16 +107,22 @@ def load(name: str) -> Backend:
         return record.backend
 
 
-def backend(name: str) -> Backend:
-    """The backend for an explicitly requested device; raises PluginError with the fix."""
+def loaded_backend(name: str) -> Backend:
+    """The loaded backend called `name`, whether or not its device is usable here."""
     record = _known(name)
     if record.status != "loaded":
         raise PluginError(_explain(record))
     assert record.backend is not None
-    status = record.backend.status()
+    return record.backend
+
+
+def backend(name: str) -> Backend:
+    """The backend for an explicitly requested device; raises PluginError with the fix."""
+    found = loaded_backend(name)
+    status = found.status()
     if status.mode == "unavailable":
         raise PluginError(f"torchplug device {name!r} is unavailable: {status.reason}.")
-    return record.backend
+    return found
 
 
 def _known(name: str) -> PluginRecord:
