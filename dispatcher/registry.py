@@ -90,6 +90,8 @@ def _check_signature(op: str, schema: torch._C.FunctionSchema, kernel: Callable[
 
 
 def _check_kernel_op(op: str, schema: torch._C.FunctionSchema, kernel: torch._ops.OpOverload) -> None:
+    if qualified_name(kernel) == op:  # its kernel at this key is about to be the split itself
+        raise RegistrationError(f"{op} cannot be registered as its own kernel: pass a different op")
     theirs = [str(a.type) for a in kernel._schema.arguments]
     ours = [str(a.type) for a in schema.arguments]
     if theirs != ours:

@@ -55,6 +55,7 @@ class _TraceMode(TorchDispatchMode):
         super().__init__()
         self.trace = trace
         self.backends = _backends_by_device_type()
+        self.routes: dict[tuple[str, str, torch.dtype], str] = {}  # registrations do not change mid-trace
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -66,10 +67,13 @@ class _TraceMode(TorchDispatchMode):
         tensors = inputs or [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         served = self.backends.get(tensors[0].device.type) if tensors else None
         if served is not None:
-            op = qualified_name(func)
+            op, dtype = qualified_name(func), tensors[0].dtype
+            key = (op, served[0], dtype)
+            if key not in self.routes:
+                self.routes[key] = route(op, *served, dtype)
             self.trace.events.append(TraceEvent(
                 op, str(tensors[0].device), tuple(str(t.dtype).removeprefix("torch.") for t in tensors),
-                tuple(tuple(t.shape) for t in tensors), route(op, *served, tensors[0].dtype), elapsed))
+                tuple(tuple(t.shape) for t in tensors), self.routes[key], elapsed))
         return out
 
 

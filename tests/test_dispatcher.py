@@ -80,6 +80,7 @@ def test_registration_errors_name_op_backend_and_fix():
             lambda: dispatcher.register("aten::gelu", "mps", lambda x, approximate: x, dtypes=[torch.float64]),
             lambda: dispatcher.register("aten::gelu", "npu", lambda x, approximate: x),
             lambda: dispatcher.register("aten::gelu", "cpu", torch.ops.aten.mm.default),
+            lambda: dispatcher.register("aten::gelu", "cpu", torch.ops.aten.gelu.default),
         ]
         for case in cases:
             try:
@@ -94,6 +95,7 @@ def test_registration_errors_name_op_backend_and_fix():
     assert "mps does not support torch.float64" in out[3]
     assert out[4].startswith("PluginError | no torchplug plugin named 'npu'")
     assert "C++ kernel op aten::mm(Tensor self, Tensor mat2) -> Tensor does not take the arguments" in out[5]
+    assert "aten::gelu cannot be registered as its own kernel" in out[6]
 
 
 def test_torchplug_ops_take_backend_kernels():
