@@ -12,18 +12,14 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
 import torch
 
 from ..entrypoints import loaded_backend
-from .extension import load_extension
+from .native import extension
 
 KernelT = TypeVar("KernelT", bound=Callable[..., Any])
-_CSRC = Path(__file__).parent / "csrc"
 
 
 class RegistrationError(ValueError):
@@ -44,11 +40,6 @@ class Registration:
 _lock = threading.RLock()
 _registrations: dict[tuple[str, str], list[Registration]] = {}
 _kernel_library: torch.library.Library | None = None
-
-
-@cache
-def _native() -> ModuleType:
-    return load_extension("torchplug_dispatch", [_CSRC / "dtype_split.cpp"])
 
 
 def qualified_name(op: str | torch._ops.OpOverload) -> str:
@@ -186,4 +177,4 @@ def _install(op: str, backend: str, dispatch_key: str, dtypes: frozenset[torch.d
         assert chosen is not None
         by_kernel.setdefault(chosen.kernel_op, []).append(dtype)
     for kernel_op, kernel_dtypes in by_kernel.items():
-        _native().route(op, dispatch_key, kernel_dtypes, kernel_op)
+        extension().route(op, dispatch_key, kernel_dtypes, kernel_op)

@@ -2,8 +2,9 @@
 // backend kernel for the call's dtype, or else to the kernel torch had there before (native).
 // All decisions are table lookups made at registration; a call never enters Python to route.
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/extension.h>
 #include <torch/library.h>
+
+#include "dispatch.h"
 
 #include <array>
 #include <atomic>
@@ -103,6 +104,6 @@ void route(const std::string& op, const std::string& key, const std::vector<py::
 
 }  // namespace
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+void torchplug::bind_dtype_split(pybind11::module_& m) {
   m.def("route", &route, "route some dtypes of an op at a dispatch key to another op's kernel");
 }
