@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from ..entrypoints import loaded_backend
 from .native import extension
-from .registry import qualified_name, resolve_schema
+from .registry import qualified_name, ready_backend, resolve_schema
 
 POLICIES = ("allow", "warn", "error")
 _lock = threading.Lock()
@@ -59,7 +59,7 @@ def enable_fallback(backend: str, ops: Iterable[str] | None = None) -> None:
     """Serve `backend`'s ops through the governed fallback: every op without a kernel (ops=None),
     or the listed ops even where a kernel exists (an emulated device mirroring what its real
     device lacks)."""
-    spec = loaded_backend(backend).spec
+    spec = ready_backend(backend).spec
     with _lock:
         if backend not in _configured:
             for policy, op in _env_policies(backend):

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from ..entrypoints import loaded_backend
+from ..entrypoints import Backend, loaded_backend
 from .native import extension
 
 KernelT = TypeVar("KernelT", bound=Callable[..., Any])
@@ -40,6 +40,20 @@ class Registration:
 _lock = threading.RLock()
 _registrations: dict[tuple[str, str], list[Registration]] = {}
 _kernel_library: torch.library.Library | None = None
+
+
+def ready_backend(name: str) -> Backend:
+    """The loaded backend `name`, with its emulated runtime started if it is emulated.
+
+    Kernels installed at a dispatch key capture or override what is there, so an emulated
+    runtime's own kernels must be registered first.
+    """
+    found = loaded_backend(name)
+    if found.status().mode == "emulated":
+        from .emulation import ensure
+
+        ensure()
+    return found
 
 
 def qualified_name(op: str | torch._ops.OpOverload) -> str:
@@ -117,7 +131,7 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
     """
     op = qualified_name(op)
     schema = resolve_schema(op)
-    spec = loaded_backend(backend).spec
+    spec = ready_backend(backend).spec
     wanted = frozenset(spec.dtypes if dtypes is None else dtypes)
     if not wanted:
         raise RegistrationError(f"kernel for {op} on {backend}: dtypes is empty")
