@@ -1,0 +1,38 @@
+// What the ISA-neutral files offer each other and module.cpp (which binds it to Python).
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "isa.h"
+
+namespace torchplug_cpu {
+
+// isa_select.cpp: which kernel table runs. Default: the best this CPU supports.
+const IsaKernels& active_kernels();
+std::vector<std::string> known_isas();      // best first
+std::vector<std::string> supported_isas();  // the subset this CPU (and OS) can run
+void set_isa(const std::string& name);      // throws with the fix on an unknown / unsupported ISA
+std::string current_isa();
+
+// gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
+// views with any strides. cin (may be c itself, may broadcast) is read only when beta != 0.
+void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
+               float beta);
+uint64_t fp16_gemm_calls();  // how many calls reached fp16_gemm: lets tests see the routing
+
+// aten_overrides.cpp: mm / addmm / bmm / baddbmm on CPU, float16 -> fp16_gemm, else torch's kernel.
+void install_aten_overrides();
+void uninstall_aten_overrides();
+bool aten_overrides_installed();
+
+// llm_ops.cpp: the kernels behind torchplug.ops (fp32, bf16, fp16).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+void fused_add_rms_norm_(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, double eps);
+at::Tensor silu_and_mul(const at::Tensor& x);
+std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
+                                                     const at::Tensor& sin);
+
+}  // namespace torchplug_cpu

@@ -1,0 +1,12 @@
+// The AVX2 + FMA + F16C kernels. Only this file is compiled for those instructions (the pragma
+// below, instead of -mavx2 for the whole extension), and all it defines lives in namespace
+// torchplug_cpu::avx2; isa_select.cpp calls it only on CPUs that have them.
+#include <immintrin.h>
+#include "isa.h"
+#pragma GCC target("avx2,fma,f16c")
+#define TP_ISA avx2
+namespace torchplug_cpu::TP_ISA {
+#include "vec_avx2.h"
+}
+#include "isa_table.h"
+TP_DEFINE_ISA_KERNELS(Avx2, avx2_kernels)

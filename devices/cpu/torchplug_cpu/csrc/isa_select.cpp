@@ -1,0 +1,102 @@
+// Run-time ISA dispatch: CPUID (and the OS's XSAVE state, without which the wide registers are
+// unusable) decides which kernel tables may run; the best one runs unless set_isa() (driven by
+// TORCHPLUG_CPU_ISA in kernels.py) picks another.
+#include <c10/util/Exception.h>
+#include <cpuid.h>
+
+#include <atomic>
+
+#include "api.h"
+
+namespace torchplug_cpu {
+namespace {
+
+struct CpuFeatures {
+  bool avx2_fma_f16c = false;
+  bool avx512f = false;
+};
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), avx = ecx & (1u << 28), f16c = ecx & (1u << 29);
+  if (!(osxsave && avx)) return f;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool os_ymm = (xcr0_lo & 0x6) == 0x6;     // SSE + AVX state saved by the OS
+  const bool os_zmm = (xcr0_lo & 0xe6) == 0xe6;   // ... + opmask and both halves of zmm0-31
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
+  const bool avx2 = ebx & (1u << 5), avx512f = ebx & (1u << 16);
+  f.avx2_fma_f16c = os_ymm && avx2 && fma && f16c;
+  f.avx512f = f.avx2_fma_f16c && os_zmm && avx512f;
+  return f;
+}
+
+const CpuFeatures& features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+struct Isa {
+  const char* name;
+  const char* needs;  // for the error message
+  bool (*supported)();
+  const IsaKernels& (*kernels)();
+};
+
+const Isa kIsas[] = {  // best first
+    {"avx512", "AVX-512F (with AVX2, FMA and F16C)", [] { return features().avx512f; }, &avx512_kernels},
+    {"avx2", "AVX2, FMA and F16C", [] { return features().avx2_fma_f16c; }, &avx2_kernels},
+    {"scalar", "nothing", [] { return true; }, &scalar_kernels},
+};
+
+const IsaKernels* best() {
+  for (const Isa& isa : kIsas)
+    if (isa.supported()) return &isa.kernels();
+  return &scalar_kernels();
+}
+
+std::atomic<const IsaKernels*> g_active{nullptr};
+
+}  // namespace
+
+const IsaKernels& active_kernels() {
+  const IsaKernels* k = g_active.load(std::memory_order_acquire);
+  if (k == nullptr) {
+    const IsaKernels* expected = nullptr;
+    g_active.compare_exchange_strong(expected, best());
+    k = g_active.load(std::memory_order_acquire);
+  }
+  return *k;
+}
+
+std::vector<std::string> known_isas() {
+  std::vector<std::string> names;
+  for (const Isa& isa : kIsas) names.emplace_back(isa.name);
+  return names;
+}
+
+std::vector<std::string> supported_isas() {
+  std::vector<std::string> names;
+  for (const Isa& isa : kIsas)
+    if (isa.supported()) names.emplace_back(isa.name);
+  return names;
+}
+
+void set_isa(const std::string& name) {
+  for (const Isa& isa : kIsas) {
+    if (name != isa.name) continue;
+    TORCH_CHECK_VALUE(isa.supported(), "torchplug-cpu: TORCHPLUG_CPU_ISA=", name, " needs ", isa.needs,
+                      ", which this CPU (or OS) does not provide. It supports: ", c10::Join(", ", supported_isas()),
+                      ". Unset TORCHPLUG_CPU_ISA to use the best of them.");
+    g_active.store(&isa.kernels(), std::memory_order_release);
+    return;
+  }
+  TORCH_CHECK_VALUE(false, "torchplug-cpu: unknown TORCHPLUG_CPU_ISA=", name, "; expected one of ",
+                    c10::Join(", ", known_isas()), " (or unset it to use the best this CPU supports)");
+}
+
+std::string current_isa() { return active_kernels().name; }
+
+}  // namespace torchplug_cpu

@@ -1,0 +1,139 @@
+// The four portable LLM ops on tensors: argument checks (ValueError, in torchplug.ops' words),
+// 2-D row views, and torch's thread pool over rows. The arithmetic is in llm_kernels.h, per ISA.
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+
+#include "api.h"
+
+namespace torchplug_cpu {
+namespace {
+
+int dtype_index(const char* op, const at::Tensor& t, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return kF32;
+    case at::kBFloat16: return kBF16;
+    case at::kHalf: return kF16;
+    default:
+      TORCH_CHECK_VALUE(false, "torchplug::", op, ": ", name, " must be float32, bfloat16 or float16, got ",
+                        t.scalar_type());
+  }
+}
+
+// Weight / cos / sin: the activation's dtype (aux 0) or float32 (aux 1); anything else becomes float32.
+std::pair<at::Tensor, int> aux_operand(const at::Tensor& t, const at::Tensor& like) {
+  if (t.scalar_type() == like.scalar_type()) return {t.contiguous(), 0};
+  return {t.to(at::kFloat).contiguous(), 1};
+}
+
+// Rows of about 16K elements per task: enough work to be worth a thread.
+int64_t row_grain(int64_t row_elements) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_elements)); }
+
+void check_norm(const char* op, const at::Tensor& x, const at::Tensor& weight) {
+  TORCH_CHECK_VALUE(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1), "torchplug::", op,
+                    ": weight must have shape (", x.dim() ? x.size(-1) : -1, ",) to match x ", x.sizes(), ", got ",
+                    weight.sizes());
+}
+
+}  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  check_norm("rms_norm", x, weight);
+  const int d = dtype_index("rms_norm", x, "x");
+  const at::Tensor xc = x.contiguous();
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  const int64_t hidden = x.size(-1), rows = hidden ? x.numel() / hidden : 0;
+  const auto [w, aux] = aux_operand(weight, x);
+  const auto kernel = active_kernels().rms_norm[d][aux];
+  const char* xp = static_cast<const char*>(xc.const_data_ptr());
+  char* op = static_cast<char*>(out.data_ptr());
+  const int64_t row_bytes = hidden * x.element_size();
+  at::parallel_for(0, rows, row_grain(hidden), [&](int64_t begin, int64_t end) {
+    kernel(xp + begin * row_bytes, hidden, op + begin * row_bytes, hidden, w.const_data_ptr(), end - begin, hidden,
+           static_cast<float>(eps));
+  });
+  return out;
+}
+
+void fused_add_rms_norm_(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, double eps) {
+  check_norm("fused_add_rms_norm_", x, weight);
+  TORCH_CHECK_VALUE(x.sizes() == residual.sizes(), "torchplug::fused_add_rms_norm_: x ", x.sizes(), " and residual ",
+                    residual.sizes(), " must have the same shape");
+  TORCH_CHECK_VALUE(x.scalar_type() == residual.scalar_type(), "torchplug::fused_add_rms_norm_: x (",
+                    x.scalar_type(), ") and residual (", residual.scalar_type(), ") must have the same dtype");
+  if (!x.is_contiguous() || !residual.is_contiguous()) {  // work on contiguous copies, then write back
+    at::Tensor xc = x.contiguous(), rc = residual.contiguous();
+    fused_add_rms_norm_(xc, rc, weight, eps);
+    x.copy_(xc);
+    residual.copy_(rc);
+    return;
+  }
+  const int d = dtype_index("fused_add_rms_norm_", x, "x");
+  const int64_t hidden = x.size(-1), rows = hidden ? x.numel() / hidden : 0;
+  const auto [w, aux] = aux_operand(weight, x);
+  const auto kernel = active_kernels().fused_add_rms_norm[d][aux];
+  char* xp = static_cast<char*>(x.data_ptr());
+  char* rp = static_cast<char*>(residual.data_ptr());
+  const int64_t row_bytes = hidden * x.element_size();
+  at::parallel_for(0, rows, row_grain(hidden), [&](int64_t begin, int64_t end) {
+    kernel(xp + begin * row_bytes, hidden, rp + begin * row_bytes, hidden, w.const_data_ptr(), end - begin, hidden,
+           static_cast<float>(eps));
+  });
+}
+
+at::Tensor silu_and_mul(const at::Tensor& x) {
+  TORCH_CHECK_VALUE(x.dim() >= 1 && x.size(-1) % 2 == 0, "torchplug::silu_and_mul: the last dimension of x ",
+                    x.sizes(), " must be even: it holds [gate, up] halves");
+  const int dt = dtype_index("silu_and_mul", x, "x");
+  const at::Tensor xc = x.contiguous();
+  std::vector<int64_t> shape = x.sizes().vec();
+  const int64_t d = shape.back() / 2;
+  shape.back() = d;
+  at::Tensor out = at::empty(shape, x.options());
+  const int64_t rows = d ? out.numel() / d : 0;
+  const auto kernel = active_kernels().silu_and_mul[dt];
+  const char* xp = static_cast<const char*>(xc.const_data_ptr());
+  char* op = static_cast<char*>(out.data_ptr());
+  const int64_t size = x.element_size();
+  at::parallel_for(0, rows, row_grain(2 * d), [&](int64_t begin, int64_t end) {
+    kernel(xp + begin * 2 * d * size, 2 * d, op + begin * d * size, d, end - begin, d);
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
+                                                     const at::Tensor& sin) {
+  TORCH_CHECK_VALUE(q.dim() == 3 && k.dim() == 3 && q.size(-1) % 2 == 0, "torchplug::rotary_embedding: q ", q.sizes(),
+                    " and k ", k.sizes(), " must be [tokens, heads, head_dim] with an even head_dim");
+  const int64_t tokens = q.size(0), head_dim = q.size(2);
+  TORCH_CHECK_VALUE(k.size(0) == tokens && k.size(2) == head_dim, "torchplug::rotary_embedding: k ", k.sizes(),
+                    " must match q ", q.sizes(), " in tokens and head_dim");
+  TORCH_CHECK_VALUE(cos.dim() == 2 && cos.sizes() == sin.sizes() && cos.size(0) == tokens && cos.size(1) == head_dim / 2,
+                    "torchplug::rotary_embedding: cos ", cos.sizes(), " and sin ", sin.sizes(),
+                    " must be [tokens, head_dim // 2] = (", tokens, ", ", head_dim / 2, ")");
+  TORCH_CHECK_VALUE(q.scalar_type() == k.scalar_type(), "torchplug::rotary_embedding: q (", q.scalar_type(),
+                    ") and k (", k.scalar_type(), ") must have the same dtype");
+  const int d = dtype_index("rotary_embedding", q, "q");
+  const auto [c, aux] = aux_operand(cos, q);
+  const at::Tensor s = aux_operand(sin, q).first;
+  const auto kernel = active_kernels().rotary[d][aux];
+  const int64_t size = q.element_size(), cs_size = c.element_size();
+  auto rotate = [&](const at::Tensor& x) {
+    // Any token / head strides (e.g. q sliced out of a fused qkv projection); head_dim contiguous.
+    const at::Tensor src = x.stride(2) == 1 ? x : x.contiguous();
+    at::Tensor dst = at::empty(x.sizes(), x.options());
+    const char* sp = static_cast<const char*>(src.const_data_ptr());
+    char* dp = static_cast<char*>(dst.data_ptr());
+    const int64_t heads = x.size(1);
+    at::parallel_for(0, tokens, row_grain(heads * head_dim), [&](int64_t begin, int64_t end) {
+      kernel(sp + begin * src.stride(0) * size, src.stride(0), src.stride(1), dp + begin * dst.stride(0) * size,
+             dst.stride(0), dst.stride(1), static_cast<const char*>(c.const_data_ptr()) + begin * head_dim / 2 * cs_size,
+             static_cast<const char*>(s.const_data_ptr()) + begin * head_dim / 2 * cs_size, head_dim / 2, end - begin,
+             heads, head_dim);
+    });
+    return dst;
+  };
+  return {rotate(q), rotate(k)};
+}
+
+}  // namespace torchplug_cpu

@@ -1,0 +1,49 @@
+// The AVX-512F vocabulary: 16 floats per vector. Used only by isa_avx512.cpp.
+#pragma once
+#include "vec_x86_common.h"
+
+struct Avx512 {
+  using V = __m512;
+  static constexpr int W = 16;
+  // GEMM: 12x32 register tile = 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm.
+  // A block 240 x 384 fp32 = 360 KiB (L2 >= 1 MiB on AVX-512 parts), B micro-panel 48 KiB (L1 + L2).
+  static constexpr GemmBlocking gemm{12, 32, 240, 384, 2048};
+
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V load(const fp16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static void store(fp16_t* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static V load(const bf16_t* p) {
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  static void store(bf16_t* p, V v) {  // round to nearest even; NaN stays a quiet NaN
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+  }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }  // a * b + c
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V pow2n(V n) {  // 2^n for integral n in [-126, 127], by building the exponent bits
+    __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+  }
+  static float reduce_add(V v) { return _mm512_reduce_add_ps(v); }
+  static float to_float(fp16_t h) { return half_to_float(h); }
+  static fp16_t to_half(float f) { return float_to_half(f); }
+  static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {
+    TP_ISA::convert_transpose_8x8(src, src_ld, dst, dst_ld);
+  }
+};

@@ -1,0 +1,493 @@
+"""torchplug-cpu's float16 GEMM family: mm / addmm / bmm / baddbmm (functional, out=, in-place),
+reached directly and through linear / matmul, on every ISA path this CPU can run.
+
+Results are checked against a float64 reference with an error bound that fp32 accumulation meets
+and fp16 accumulation does not; accuracy is compared with stock torch's fp16 result computed in a
+fresh process that never loads torchplug's kernels. No timing is asserted anywhere.
+"""
+
+import json
+import math
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import run_python
+
+kernels = pytest.importorskip("torchplug_cpu.kernels")
+
+ISAS = ["avx512", "avx2", "scalar"]
+
+
+@pytest.fixture(scope="module")
+def ext():
+    """The extension with the overrides installed; the previous state is restored afterwards."""
+    module = kernels.extension()
+    was_installed = module.aten_overrides_installed()
+    kernels.load()
+    yield module
+    if not was_installed:
+        kernels.unload()
+
+
+@pytest.fixture(params=ISAS)
+def isa(request, ext):
+    if request.param not in ext.supported_isas():
+        pytest.skip(f"this CPU cannot run the {request.param} path (it supports {ext.supported_isas()})")
+    previous = ext.current_isa()
+    ext.set_isa(request.param)
+    yield request.param
+    ext.set_isa(previous)
+
+
+def rand(*shape, gen=None, dtype=torch.float16):
+    return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+
+
+def reference(a, b, bias=None, alpha=1.0, beta=0.0):
+    """float64 alpha * a @ b + beta * bias (bias ignored when beta == 0, as torch does)."""
+    out = alpha * torch.matmul(a.double(), b.double())
+    if bias is not None and beta != 0:
+        out = out + beta * bias.double()
+    return out
+
+
+def assert_gemm_close(out, a, b, bias=None, alpha=1.0, beta=0.0):
+    """|out - ref| within fp16 rounding of the result plus worst-case fp32 accumulation error."""
+    ref = reference(a, b, bias, alpha, beta)
+    assert out.dtype == torch.float16 and out.shape == ref.shape
+    magnitude = abs(alpha) * torch.matmul(a.double().abs(), b.double().abs())
+    if bias is not None and beta != 0:
+        magnitude = magnitude + abs(beta) * bias.double().abs()
+    accumulation = (a.shape[-1] + 4) * 2.0**-24 * magnitude
+    bound = 2.0**-11 * (ref.abs() + accumulation) + accumulation + 2.0**-25
+    err = (out.double() - ref).abs()
+    bad = err > bound
+    assert not bad.any(), f"{int(bad.sum())} of {out.numel()} elements off; worst {float((err - bound).max())}"
+    if out.numel() >= 1024:  # fp32 accumulation rounds almost every element like the exact result
+        same = (out == ref.half()).double().mean().item()
+        assert same > 0.97, f"only {same:.3f} of the elements equal the correctly rounded result"
+
+
+def calls(ext):
+    return ext.fp16_gemm_calls()
+
+
+# ---- shapes --------------------------------------------------------------------------------------
+
+SHAPES = [  # (m, k, n)
+    (0, 5, 7), (5, 0, 7), (5, 7, 0), (0, 0, 0),  # empty
+    (1, 1, 1), (1, 9, 1), (7, 1, 5), (1, 300, 200), (200, 300, 1),  # 1-sized
+    (37, 53, 29), (13, 17, 19),  # odd
+    (150, 300, 1100),  # several m-blocks, n-blocks and k-slices
+    (20, 16384, 24),  # long K
+]
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES, ids=[f"{m}x{k}x{n}" for m, k, n in SHAPES])
+def test_mm_shapes(isa, ext, m, k, n):
+    gen = torch.Generator().manual_seed(m * 1000 + k + n)
+    a, b = rand(m, k, gen=gen), rand(k, n, gen=gen)
+    before = calls(ext)
+    out = torch.mm(a, b)
+    assert calls(ext) > before
+    if k == 0:
+        assert torch.equal(out, torch.zeros(m, n, dtype=torch.float16))
+    assert_gemm_close(out, a, b)
+
+
+def layouts(rows, cols, gen):
+    """The same logical matrix in every stride pattern the GEMM must handle."""
+    base = rand(rows, cols, gen=gen)
+    big = rand(2 * rows + 1, 3 * cols + 2, gen=gen)
+    big[1::2, 2::3] = base
+    row, col = rand(cols, gen=gen), rand(rows, 1, gen=gen)
+    return {
+        "contiguous": base,
+        "transposed": base.t().contiguous().t(),
+        "sliced": big[1::2, 2::3],
+        "broadcast-rows": row.expand(rows, cols),
+        "broadcast-cols": col.expand(rows, cols),
+    }
+
+
+@pytest.mark.parametrize("a_layout", ["contiguous", "transposed", "sliced", "broadcast-rows", "broadcast-cols"])
+@pytest.mark.parametrize("b_layout", ["contiguous", "transposed", "sliced", "broadcast-rows", "broadcast-cols"])
+def test_mm_stride_patterns(isa, ext, a_layout, b_layout):
+    gen = torch.Generator().manual_seed(7)
+    a = layouts(45, 70, gen)[a_layout]
+    b = layouts(70, 33, gen)[b_layout]
+    assert_gemm_close(torch.mm(a, b), a, b)
+
+
+SKINNY = [(1, 1), (1, 70), (2, 33), (3, 5), (4, 1030), (5, 40), (70, 1), (33, 3), (1030, 4)]  # (m, n)
+
+
+@pytest.mark.parametrize("m,n", SKINNY, ids=[f"{m}x{n}" for m, n in SKINNY])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+def test_skinny_products(isa, ext, m, n, layout):
+    """At most 4 rows or columns: the unpacked matrix-vector path, K with slices and a tail."""
+    gen = torch.Generator().manual_seed(m * 7 + n)
+    k = 603
+    a, b = layouts(m, k, gen)[layout], layouts(k, n, gen)[layout]
+    bias = rand(n, gen=gen)
+    assert_gemm_close(torch.mm(a, b), a, b)
+    assert_gemm_close(torch.addmm(bias, a, b, beta=0.5, alpha=1.5), a, b, bias, 1.5, 0.5)
+    assert_gemm_close(torch.mm(a, b.t().contiguous().t()), a, b)  # the F.linear layout of B
+
+
+def test_skinny_batched_and_long_k(isa, ext):
+    gen = torch.Generator().manual_seed(12)
+    q, keys = rand(6, 1, 64, gen=gen), rand(6, 300, 64, gen=gen)  # decode attention scores
+    assert_gemm_close(torch.bmm(q, keys.transpose(1, 2)), q, keys.transpose(1, 2))
+    x, w = rand(2, 16384, gen=gen), rand(40, 16384, gen=gen)
+    assert_gemm_close(F.linear(x, w), x, w.t())
+
+
+def test_many_blocks_with_transposed_operands(isa, ext):
+    gen = torch.Generator().manual_seed(3)
+    a, b = rand(600, 300, gen=gen).t(), rand(1100, 600, gen=gen).t()  # both column-major
+    assert_gemm_close(a @ b, a, b)
+
+
+# ---- addmm: bias, alpha, beta, out=, in place -------------------------------------------------------
+
+BIAS_SHAPES = [(33,), (1, 33), (45, 1), (45, 33), ()]
+SCALARS = [(1.0, 1.0), (0.5, -2.0), (-1.5, 0.25)]
+
+
+@pytest.mark.parametrize("bias_shape", BIAS_SHAPES, ids=str)
+@pytest.mark.parametrize("alpha,beta", SCALARS)
+def test_addmm_bias_alpha_beta(isa, ext, bias_shape, alpha, beta):
+    gen = torch.Generator().manual_seed(11)
+    a, b, bias = rand(45, 300, gen=gen), rand(300, 33, gen=gen), rand(*bias_shape, gen=gen)
+    out = torch.addmm(bias, a, b, alpha=alpha, beta=beta)
+    assert_gemm_close(out, a, b, bias, alpha, beta)
+
+
+def test_addmm_beta_zero_ignores_nan_bias(isa, ext):
+    a, b = rand(9, 12), rand(12, 10)
+    bias = torch.full((9, 10), float("nan"), dtype=torch.float16)
+    out = torch.addmm(bias, a, b, beta=0, alpha=2.0)
+    assert not out.isnan().any()
+    assert_gemm_close(out, a, b, alpha=2.0)
+
+
+def test_addmm_in_place_and_out_forms(isa, ext):
+    gen = torch.Generator().manual_seed(5)
+    a, b, c0 = rand(40, 270, gen=gen), rand(270, 50, gen=gen), rand(40, 50, gen=gen)
+    c = c0.clone()
+    ptr = c.data_ptr()
+    assert c.addmm_(a, b, beta=0.5, alpha=2.0) is c and c.data_ptr() == ptr
+    assert_gemm_close(c, a, b, c0, 2.0, 0.5)
+    c = c0.clone()  # out= the bias itself
+    torch.addmm(c, a, b, beta=-1.0, out=c)
+    assert_gemm_close(c, a, b, c0, 1.0, -1.0)
+    out = torch.empty(0, dtype=torch.float16)  # resized by the op
+    torch.addmm(c0[0], a, b, out=out)
+    assert_gemm_close(out, a, b, c0[0], 1.0, 1.0)
+
+
+@pytest.mark.parametrize("out_layout", ["contiguous", "transposed", "sliced", "resized"])
+def test_mm_out_layouts(isa, ext, out_layout):
+    gen = torch.Generator().manual_seed(9)
+    a, b = rand(37, 66, gen=gen), rand(66, 29, gen=gen)
+    out = {
+        "contiguous": torch.empty(37, 29, dtype=torch.float16),
+        "transposed": torch.empty(29, 37, dtype=torch.float16).t(),
+        "sliced": torch.empty(37, 58, dtype=torch.float16)[:, ::2],
+        "resized": torch.empty(0, dtype=torch.float16),
+    }[out_layout]
+    keep = out.stride()
+    assert torch.mm(a, b, out=out) is out
+    if out_layout != "resized":
+        assert out.stride() == keep  # written in place, not reallocated
+    assert_gemm_close(out, a, b)
+
+
+def test_out_aliasing_an_input_reads_the_inputs_first(isa, ext):
+    gen = torch.Generator().manual_seed(2)
+    a, b = rand(48, 48, gen=gen), rand(48, 48, gen=gen)
+    a0 = a.clone()
+    torch.mm(a, b, out=a)
+    assert_gemm_close(a, a0, b)
+    x, y = rand(3, 20, 20, gen=gen), rand(3, 20, 20, gen=gen)
+    x0 = x.clone()
+    torch.baddbmm(x, y, x, out=x)  # bias, mat2 and out are one tensor
+    assert_gemm_close(x, y, x0, x0, 1.0, 1.0)
+
+
+# ---- bmm / baddbmm ---------------------------------------------------------------------------------
+
+
+def batched_layouts(batch, rows, cols, gen):
+    base = rand(batch, rows, cols, gen=gen)
+    return {
+        "contiguous": base,
+        "transposed": base.transpose(1, 2).contiguous().transpose(1, 2),
+        "batch-inner": base.transpose(0, 1).contiguous().transpose(0, 1),  # batch stride < row stride
+        "batch-sliced": torch.zeros(2 * batch, rows, cols, dtype=base.dtype).index_copy_(0, torch.arange(0, 2 * batch, 2), base)[::2],
+        "batch-broadcast": base[:1].expand(batch, rows, cols),
+    }
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "batch-inner", "batch-sliced", "batch-broadcast"])
+def test_bmm_and_baddbmm_stride_patterns(isa, ext, layout):
+    gen = torch.Generator().manual_seed(4)
+    a = batched_layouts(5, 23, 300, gen)[layout]
+    b = batched_layouts(5, 300, 19, gen)["transposed" if layout == "contiguous" else layout]
+    before = calls(ext)
+    assert_gemm_close(torch.bmm(a, b), a, b)
+    bias = rand(5, 1, 19, gen=gen)
+    assert_gemm_close(torch.baddbmm(bias, a, b, beta=0.5, alpha=-2.0), a, b, bias, -2.0, 0.5)
+    assert calls(ext) >= before + 2
+
+
+def test_bmm_out_and_baddbmm_in_place(isa, ext):
+    gen = torch.Generator().manual_seed(6)
+    a, b, c0 = rand(4, 17, 40, gen=gen), rand(4, 40, 21, gen=gen), rand(4, 17, 21, gen=gen)
+    out = torch.empty(4, 21, 17, dtype=torch.float16).transpose(1, 2)
+    torch.bmm(a, b, out=out)
+    assert_gemm_close(out, a, b)
+    c = c0.clone()
+    c.baddbmm_(a, b, beta=2.0, alpha=0.5)
+    assert_gemm_close(c, a, b, c0, 0.5, 2.0)
+    out = torch.empty(0, dtype=torch.float16)
+    torch.baddbmm(c0, a, b, out=out)
+    assert_gemm_close(out, a, b, c0, 1.0, 1.0)
+    empty = torch.bmm(rand(0, 3, 4), rand(0, 4, 5))
+    assert empty.shape == (0, 3, 5)
+
+
+# ---- linear, matmul, autograd: they reach the same kernels ---------------------------------------
+
+
+def test_linear_and_matmul_reach_the_fp16_gemm(isa, ext):
+    gen = torch.Generator().manual_seed(8)
+    x, w, bias = rand(2, 9, 64, gen=gen), rand(48, 64, gen=gen), rand(48, gen=gen)
+    cases = [
+        (lambda: F.linear(x[0], w, bias), x[0], w.t(), bias),
+        (lambda: F.linear(x[0], w), x[0], w.t(), None),
+        (lambda: F.linear(x, w, bias), x, w.t(), bias),
+        (lambda: x @ w.t(), x, w.t(), None),
+        (lambda: x[0] @ x.transpose(1, 2), x[0], x.transpose(1, 2), None),
+        (lambda: x.unsqueeze(1) @ x.transpose(1, 2).unsqueeze(0), x.unsqueeze(1), x.transpose(1, 2).unsqueeze(0), None),
+    ]
+    for fn, a, b, bias_ in cases:
+        before = calls(ext)
+        out = fn()
+        assert calls(ext) > before
+        assert_gemm_close(out, a, b, bias_, 1.0, 1.0 if bias_ is not None else 0.0)
+
+
+def test_autograd_through_linear(isa, ext):
+    x = rand(8, 32).requires_grad_()
+    w = rand(16, 32).requires_grad_()
+    F.linear(x, w).sum().backward()
+    ones = torch.ones(8, 16, dtype=torch.float16)
+    assert_gemm_close(x.grad, ones, w.detach())
+    assert_gemm_close(w.grad, ones.t(), x.detach())
+
+
+def test_result_does_not_depend_on_thread_count(isa, ext):
+    a, b = rand(300, 700), rand(700, 500)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = a @ b
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, a @ b)  # blocks change, each element's summation order does not
+
+
+# ---- what is not ours goes to torch, unchanged ----------------------------------------------------
+
+
+def test_other_dtypes_and_invalid_calls_do_not_reach_the_fp16_gemm(ext):
+    before = calls(ext)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        a, b = rand(5, 6, dtype=dtype), rand(6, 7, dtype=dtype)
+        torch.mm(a, b), torch.addmm(rand(7, dtype=dtype), a, b), torch.bmm(a[None], b[None])
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(rand(3, 4), rand(5, 6))
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.mm(rand(3, 4), rand(4, 6, dtype=torch.float32))
+    with pytest.raises(RuntimeError):
+        torch.bmm(rand(2, 3, 4), rand(3, 4, 5))
+    with pytest.raises(RuntimeError):
+        torch.addmm(rand(3, 5), rand(4, 6), rand(6, 7))  # bias does not broadcast
+    assert calls(ext) == before
+
+
+def stock_process_results(tmp_path, cases: str) -> dict:
+    """Run `cases` (defining RESULTS: name -> tensor) in a fresh process without torchplug's kernels."""
+    out = tmp_path / "stock.pt"
+    run_python(f"import torch\n{cases}\ntorch.save(RESULTS, {str(out)!r})", TORCHPLUG_DISABLE="cpu")
+    return torch.load(out)
+
+
+OTHER_DTYPE_CASES = """
+gen = torch.Generator().manual_seed(0)
+RESULTS = {}
+for dtype in (torch.float32, torch.bfloat16):
+    big = 300 if dtype == torch.float32 else 40  # stock bf16 GEMM is slow on CPUs without AVX512-BF16
+    a = torch.randn(big, big + 3, generator=gen).to(dtype)
+    b = torch.randn(big + 3, big - 5, generator=gen).to(dtype)
+    bias = torch.randn(big - 5, generator=gen).to(dtype)
+    x = torch.randn(3, big, big + 3, generator=gen).to(dtype)
+    RESULTS[f"mm {dtype}"] = torch.mm(a, b)
+    RESULTS[f"mm_t {dtype}"] = torch.mm(b.t(), a.t())
+    RESULTS[f"addmm {dtype}"] = torch.addmm(bias, a, b, beta=0.5, alpha=2.0)
+    RESULTS[f"bmm {dtype}"] = torch.bmm(x, b.expand(3, -1, -1))
+    RESULTS[f"baddbmm {dtype}"] = torch.baddbmm(bias, x, b.expand(3, -1, -1), alpha=-1.0)
+    RESULTS[f"linear {dtype}"] = torch.nn.functional.linear(x, b.t(), bias)
+"""
+
+
+def test_float32_and_bfloat16_are_bit_identical_to_stock(ext, tmp_path):
+    stock = stock_process_results(tmp_path, OTHER_DTYPE_CASES)
+    namespace = {"torch": torch}
+    exec(OTHER_DTYPE_CASES, namespace)
+    assert ext.aten_overrides_installed()
+    for name, expected in stock.items():
+        assert torch.equal(namespace["RESULTS"][name], expected), name
+
+
+# ---- accuracy against stock torch -------------------------------------------------------------------
+
+ACCURACY_CASES = """
+RESULTS = {}
+for m, k, n in [(48, 4096, 40), (16, 16384, 16), (8, 32768, 12), (64, 1024, 64), (1, 16384, 64), (3, 16384, 50)]:
+    gen = torch.Generator().manual_seed(k)
+    a = torch.randn(m, k, generator=gen).half()
+    b = (torch.rand(k, n, generator=gen) * 2 - 1).half()
+    RESULTS[(m, k, n)] = (a, b, a @ b)
+"""
+
+
+def test_accuracy_is_no_worse_than_stock_fp16_including_long_k(isa, ext, tmp_path):
+    for (m, k, n), (a, b, stock) in stock_process_results(tmp_path, ACCURACY_CASES).items():
+        exact = a.double() @ b.double()
+        ours = a @ b
+
+        def rms(x):
+            return (x.double() - exact).pow(2).mean().sqrt().item()
+
+        assert rms(ours) <= rms(stock) * (1 + 1e-3), (m, k, n, rms(ours), rms(stock))
+        assert (ours.double() - exact).abs().max() <= (stock.double() - exact).abs().max() * (1 + 2.0**-10)
+        assert_gemm_close(ours, a, b)
+
+
+# ---- ISA selection and installation -----------------------------------------------------------------
+
+
+def test_isa_lists_and_default(ext):
+    assert list(ext.known_isas()) == ISAS
+    supported = list(ext.supported_isas())
+    assert supported and supported[-1] == "scalar" and set(supported) <= set(ISAS)
+    assert kernels.supported_isas() == supported
+
+
+def test_isa_environment_variable(ext):
+    code = """
+        import json, torch
+        from torchplug_cpu import kernels
+        try:
+            kernels.load()
+            print(json.dumps({"isa": kernels.current_isa()}))
+        except ValueError as err:
+            print(json.dumps({"error": str(err)}))
+    """
+
+    def isa_for(value):
+        return json.loads(run_python(code, TORCHPLUG_CPU_ISA=value).stdout)
+
+    assert isa_for("scalar") == {"isa": "scalar"}
+    assert isa_for("") == {"isa": ext.supported_isas()[0]}
+    bogus = isa_for("sse9")["error"]
+    assert "unknown TORCHPLUG_CPU_ISA=sse9" in bogus and "avx512, avx2, scalar" in bogus
+    for name in ISAS:
+        if name in ext.supported_isas():
+            assert isa_for(name.upper()) == {"isa": name}
+        else:
+            message = isa_for(name)["error"]
+            assert f"TORCHPLUG_CPU_ISA={name} needs" in message and "It supports: " in message
+
+
+def test_set_isa_rejects_unknown_names(ext):
+    with pytest.raises(ValueError, match="unknown TORCHPLUG_CPU_ISA=neon"):
+        ext.set_isa("neon")
+
+
+def test_load_installs_once_quietly_and_unload_restores_stock():
+    code = """
+        import json, threading, warnings, torch
+        from torchplug_cpu import kernels
+        warnings.simplefilter("error")
+        a, b = torch.randn(8, 8).half(), torch.randn(8, 8).half()
+        stock = a @ b
+        threads = [threading.Thread(target=kernels.load) for _ in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        ext = kernels.load()
+        routed = ext.fp16_gemm_calls()
+        a @ b
+        routed = ext.fp16_gemm_calls() - routed
+        kernels.unload()
+        after = ext.fp16_gemm_calls()
+        again = a @ b
+        print(json.dumps({"routed": routed, "after_unload": ext.fp16_gemm_calls() - after,
+                          "installed": ext.aten_overrides_installed(), "stock_again": torch.equal(again, stock)}))
+    """
+    result = run_python(code)
+    assert json.loads(result.stdout) == {"routed": 1, "after_unload": 0, "installed": False, "stock_again": True}
+    assert "Overriding a previously registered kernel" not in result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+
+
+def test_loading_is_thread_safe_while_computing(ext):
+    errors = []
+
+    def work():
+        try:
+            for _ in range(20):
+                kernels.load()
+                a, b = rand(30, 40), rand(40, 20)
+                assert_gemm_close(a @ b, a, b)
+        except Exception as err:  # surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors, errors
+
+
+def test_bound_is_tight_enough_to_catch_fp16_accumulation():
+    """The checker itself: summing in fp16 (what the kernel must not do) fails it."""
+    gen = torch.Generator().manual_seed(1)
+    a, b = rand(32, 2048, gen=gen), rand(2048, 32, gen=gen)
+    fp16_sum = torch.zeros(32, 32, dtype=torch.float16)
+    for k0 in range(0, 2048, 256):  # fp32 within slices, rounded to fp16 between them
+        fp16_sum = (fp16_sum.float() + a[:, k0:k0 + 256].float() @ b[k0:k0 + 256].float()).half()
+    with pytest.raises(AssertionError):
+        assert_gemm_close(fp16_sum, a, b)
+    assert math.isfinite(float(fp16_sum.float().abs().max()))
+
+
+# ---- torch.compile: Inductor's extern GEMM calls (out= forms) reach the same kernels ---------------
+
+
+def test_compiled_fp16_mlp_uses_the_fp16_gemm(ext):
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).half().eval()
+    x = rand(8, 64)
+    with torch.no_grad():
+        compiled = torch.compile(mlp)  # default mode: Inductor's C++ codegen, GEMMs as extern kernels
+        compiled(x)
+        before = calls(ext)
+        out = compiled(x)
+        assert calls(ext) - before == 2  # both Linear layers
+        torch.testing.assert_close(out, mlp(x), rtol=2e-3, atol=2e-3)
