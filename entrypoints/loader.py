@@ -17,7 +17,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from importlib.metadata import Distribution, EntryPoint, distributions
+from importlib.metadata import EntryPoint, PackageMetadata, distributions
 from typing import Literal
 
 import torch
@@ -51,6 +51,7 @@ class PluginRecord:
     load_ms: float = 0.0
     backend: Backend | None = field(default=None, repr=False)
     entry_point: EntryPoint | None = field(default=None, repr=False)
+    requires: tuple[str, ...] = field(default=(), repr=False)  # the distribution's Requires-Dist
 
 
 _lock = threading.RLock()
@@ -137,8 +138,8 @@ def _known(name: str) -> PluginRecord:
     return records_now[name]
 
 
-def _plugin_entry_points() -> list[EntryPoint]:
-    """The GROUP entry points, parsing only the distributions that declare the group.
+def _plugin_entry_points() -> list[tuple[EntryPoint, PackageMetadata]]:
+    """The GROUP entry points with their distribution's metadata, parsed once per distribution.
 
     importlib.metadata.entry_points() parses every installed distribution's metadata, which costs
     3x more inside ``import torch``. As there, the first distribution of a name on sys.path wins.
@@ -148,28 +149,23 @@ def _plugin_entry_points() -> list[EntryPoint]:
         text = dist.read_text("entry_points.txt")
         if not text or f"[{GROUP}]" not in text:
             continue
-        key = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+        metadata = dist.metadata  # re-parsed on every access: read it once
+        key = re.sub(r"[-_.]+", "-", metadata["Name"]).lower()
         if key not in seen:
             seen.add(key)
-            points.extend(ep for ep in dist.entry_points if ep.group == GROUP)
-    return sorted(points, key=lambda ep: ep.name)
+            points.extend((ep, metadata) for ep in dist.entry_points if ep.group == GROUP)
+    return sorted(points, key=lambda pair: pair[0].name)
 
 
 def _discover_all() -> None:
     points = _plugin_entry_points()
-    names = [ep.name for ep in points]
+    names = [ep.name for ep, _ in points]
     wanted = _env_names("TORCHPLUG_DEVICES", names)
     disabled = _env_names("TORCHPLUG_DISABLE", names)
     autoload_on = os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
-    for ep in points:
-        dist = ep.dist
-        record = PluginRecord(
-            ep.name,
-            dist.name if dist else "?",
-            dist.version if dist else "?",
-            ep.value,
-            entry_point=ep,
-        )
+    for ep, metadata in points:
+        record = PluginRecord(ep.name, metadata["Name"], metadata["Version"], ep.value, entry_point=ep,
+                              requires=tuple(metadata.get_all("Requires-Dist") or ()))
         if ep.name in _records:  # two distributions claim one backend name: first (sorted) wins
             record.status, record.reason = "failed", (
                 f"backend name {ep.name!r} is also provided by {_records[ep.name].distribution}"
@@ -201,7 +197,7 @@ def _load(record: PluginRecord) -> None:
     assert ep is not None
     start = time.perf_counter()
     try:
-        problem = _incompatibility(ep.dist)
+        problem = _incompatibility(record)
         if problem:
             record.status, (record.reason, record.fix) = "incompatible", problem
             return
@@ -245,10 +241,10 @@ def _register(record: PluginRecord, obj: object) -> None:
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;)]*)\)?\s*(;.*)?$")
 
 
-def _incompatibility(dist: Distribution | None) -> tuple[str, str] | None:
+def _incompatibility(record: PluginRecord) -> tuple[str, str] | None:
     """Check the plugin's declared torch and torchplug ranges before importing it."""
     installed = {"torch": torch.__version__, "torchplug": torchplug_version}
-    for requirement in (dist.requires or []) if dist else []:
+    for requirement in record.requires:
         match = _REQUIREMENT.match(requirement)
         if not match or (match[3] and "extra" in match[3]):
             continue
@@ -259,10 +255,10 @@ def _incompatibility(dist: Distribution | None) -> tuple[str, str] | None:
             if version_in_range(installed[name], specifier):
                 continue
         except InvalidRange as err:
-            return f"declares an unreadable {name} range: {err}", f"fix {dist.name}'s metadata"
+            return f"declares an unreadable {name} range: {err}", f"fix {record.distribution}'s metadata"
         return (
             f"requires {name}{specifier}, but {name} {installed[name]} is installed",
-            f"install a {dist.name} release built for {name} {installed[name]}",
+            f"install a {record.distribution} release built for {name} {installed[name]}",
         )
     return None
 
