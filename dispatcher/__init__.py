@@ -1,13 +1,28 @@
-"""The dispatcher: kernel registry, routing by device key, governed fallback, coverage, trace."""
+"""The dispatcher: kernel registry, routing by device key, governed fallback, coverage, trace.
 
-from .coverage import Coverage, coverage
-from .fallback import enable_fallback, fallback_stats, reset_fallback_stats, set_fallback_policy
-from .registry import Registration, RegistrationError, kernel, register, registrations, resolve_schema
-from .routes import Route, route
-from .trace import Trace, TraceEvent, trace
+Names load on first access: the emulated runtime (torchplug.dispatcher.emulation) is imported
+inside ``import torch`` and must not pull in the rest.
+"""
 
-__all__ = [
-    "Coverage", "Registration", "RegistrationError", "Route", "Trace", "TraceEvent", "coverage", "enable_fallback",
-    "fallback_stats", "kernel", "register", "registrations", "reset_fallback_stats", "resolve_schema", "route",
-    "set_fallback_policy", "trace",
-]
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "coverage_table": ("Coverage", "coverage"),
+    "fallback": ("enable_fallback", "fallback_stats", "reset_fallback_stats", "set_fallback_policy"),
+    "registry": ("Registration", "RegistrationError", "kernel", "register", "registrations", "resolve_schema"),
+    "routes": ("Route", "route"),
+    "tracing": ("Trace", "TraceEvent", "trace"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULE_OF:
+        return getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,5 +1,6 @@
 """Backend: the small class each device plugin subclasses."""
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -33,9 +34,24 @@ class Backend:
         raise NotImplementedError(f"{type(self).__name__} must implement native_unavailable_reason()")
 
     def setup(self) -> None:
-        """Light registration work done at autoload. Heavy work waits for first use."""
+        """Light registration work done at autoload. Heavy work waits for first use.
+
+        Subclasses that override it call ``super().setup()``, which attaches the emulated runtime.
+        """
+        self._setup_emulation()
+
+    def _setup_emulation(self) -> None:
+        # Opt-in only: without TORCHPLUG_EMULATE nothing is imported and nothing changes.
+        if os.environ.get("TORCHPLUG_EMULATE"):
+            from ..dispatcher.emulation import attach
+
+            attach(self)
 
     def status(self) -> DeviceStatus:
+        if self._status is None and os.environ.get("TORCHPLUG_EMULATE"):
+            from ..dispatcher.emulation import status_for
+
+            self._status = status_for(self)  # emulated, or why the requested emulation is not possible
         if self._status is None:
             try:
                 reason = self.native_unavailable_reason()

@@ -154,3 +154,11 @@ def test_trace_records_ops_routes_and_factories():
     assert ["aten::gelu", "cpu", "kernel", ["float16"]] in events
     assert out[1].split() == ["op", "device", "dtypes", "shapes", "route", "time", "(us)"]
     assert out[-1] == "0"
+
+
+def test_lazy_dispatcher_names_stay_functions_on_every_access():
+    from torchplug import dispatcher
+
+    for name in dispatcher.__all__:
+        assert getattr(dispatcher, name) is getattr(dispatcher, name)
+    assert callable(dispatcher.trace) and callable(dispatcher.coverage)

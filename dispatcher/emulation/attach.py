@@ -1,0 +1,149 @@
+"""Deciding at autoload whether a backend runs emulated, and remembering why (or why not).
+
+Runs inside ``import torch`` for every backend listed in TORCHPLUG_EMULATE, so it only reads
+the environment, probes cheaply and patches Python attributes; the C++ runtime is built and
+loaded on first device use (runtime.py).
+"""
+
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from .config import current, requested_names
+
+# Human names for device names and notices; a backend not listed here is named by itself.
+LABELS = {"cuda": "NVIDIA CUDA GPU", "rocm": "AMD ROCm GPU", "xpu": "Intel XPU", "mps": "Apple MPS GPU"}
+# Types torch itself knows; any other device type is a new name on the PrivateUse1 key.
+_BUILT_IN = {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS"}
+_SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One backend served by the emulated runtime."""
+
+    backend: str  # torchplug backend name, e.g. "rocm"
+    device_type: str  # torch device type, e.g. "cuda"
+    dispatch_key: str  # "CUDA", "XPU", "MPS" or "PrivateUse1"
+    count: int
+    capacities: tuple[int, ...]  # bytes per device, 0 = unlimited
+    refused_dtypes: frozenset[torch.dtype]  # standard dtypes the backend does not declare
+    label: str
+
+    @property
+    def device_name(self) -> str:
+        return f"torchplug emulated {self.label} (host memory)"
+
+
+_lock = threading.Lock()
+_attached: dict[str, Attachment] = {}  # by torch device type, in attach order
+_declined: dict[str, str] = {}  # backend name -> why TORCHPLUG_EMULATE was not honoured
+
+
+def attached() -> dict[str, Attachment]:
+    return dict(_attached)
+
+
+def declined(name: str) -> str | None:
+    return _declined.get(name)
+
+
+def _build_has_runtime(device_type: str) -> str | None:
+    """Why torch's own runtime for `device_type` rules emulation out, or None."""
+    if device_type == "cuda" and (torch.version.cuda or torch.version.hip):
+        kind = "ROCm" if torch.version.hip else "CUDA"
+        return f"torch {torch.__version__} was built with {kind}, whose kernels would shadow the emulator"
+    if device_type == "xpu" and torch.xpu._is_compiled():
+        return f"torch {torch.__version__} was built with XPU, whose kernels would shadow the emulator"
+    if device_type == "mps" and torch.backends.mps.is_built():
+        return f"torch {torch.__version__} was built with MPS, whose kernels would shadow the emulator"
+    if device_type not in _BUILT_IN:
+        taken = torch._C._get_privateuse1_backend_name()
+        if taken not in ("privateuseone", device_type):
+            return f"torch's PrivateUse1 device slot is already taken by {taken!r}"
+    return None
+
+
+def _decline(name: str, reason: str) -> None:
+    _declined[name] = reason
+
+
+def attach(backend) -> Attachment | None:
+    """Called from Backend.setup() when TORCHPLUG_EMULATE is set: emulate `backend` if asked and sound."""
+    spec = backend.spec
+    name = spec.name
+    if name not in requested_names():
+        return None
+    config = current()  # an unreadable setting fails the requested plugins only
+    with _lock:
+        if spec.device_type == "cpu":
+            _decline(name, "the cpu backend always runs natively; there is nothing to emulate")
+            return None
+        if all(config.requested(n) for n in _SHARED_CUDA) and name in _SHARED_CUDA:
+            _decline(
+                name,
+                "TORCHPLUG_EMULATE lists both 'cuda' and 'rocm', which share torch's one 'cuda' device type; "
+                "list only one of them",
+            )
+            from .hooks import refuse_device
+
+            refuse_device(spec.device_type, _declined[name])
+            return None
+        unsound = _build_has_runtime(spec.device_type)
+        if unsound:
+            _decline(name, f"{unsound}; emulation needs a torch build without it (e.g. the CPU wheel)")
+            return None
+        if not config.forced(name) and _native_works(backend):
+            _decline(name, "real hardware is present and native wins; set TORCHPLUG_EMULATE_FORCE=1 to emulate anyway")
+            return None
+        if spec.device_type in _attached:
+            other = _attached[spec.device_type].backend
+            _decline(name, f"backend {other!r} already emulates the {spec.device_type!r} device type")
+            return None
+        from ...entrypoints.spec import STANDARD_DTYPES
+
+        count = config.device_count(name)
+        attachment = Attachment(
+            backend=name,
+            device_type=spec.device_type,
+            dispatch_key=spec.dispatch_key,
+            count=count,
+            capacities=(config.capacity(name),) * count,
+            refused_dtypes=frozenset(STANDARD_DTYPES - spec.dtypes),
+            label=LABELS.get(name, name),
+        )
+        from .hooks import install
+
+        install(attachment)
+        _attached[spec.device_type] = attachment
+        return attachment
+
+
+def _native_works(backend) -> bool:
+    try:
+        return backend.native_unavailable_reason() is None
+    except Exception:  # a probe that raises means no usable hardware
+        return False
+
+
+def status_for(backend):
+    """The backend's DeviceStatus when TORCHPLUG_EMULATE concerns it, else None (native probe decides)."""
+    from ...entrypoints.backend import DeviceStatus
+
+    name, device_type = backend.spec.name, backend.spec.device_type
+    attachment = _attached.get(device_type)
+    if attachment is not None and attachment.backend == name:
+        return DeviceStatus(
+            "emulated",
+            f"TORCHPLUG_EMULATE={name}: {attachment.count} host-memory device(s) named "
+            f"{attachment.device_name!r}; kernels run on the CPU",
+        )
+    reason = _declined.get(name)
+    if reason is None or _native_works(backend):
+        return None
+    try:
+        native = backend.native_unavailable_reason()
+    except Exception as err:
+        native = f"availability probe raised {type(err).__name__}: {err}"
+    return DeviceStatus("unavailable", f"{native}; TORCHPLUG_EMULATE asked for it, but {reason}")

@@ -1,0 +1,107 @@
+"""The emulation settings, read from the environment once per process.
+
+TORCHPLUG_EMULATE=xpu,mps,cuda   backend names to emulate (opt-in; nothing is emulated without it)
+TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "xpu=2,mps=1"
+TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB"
+TORCHPLUG_EMULATE_FORCE=1        emulate even where the backend's native probe finds hardware
+                                 ("1" for every listed backend, or a list of backend names)
+
+Sizes take B, K, M, G or T, optionally followed by "iB" or "B"; every unit is a power of 1024.
+Imported inside ``import torch`` when TORCHPLUG_EMULATE is set: standard library only.
+"""
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+DEFAULT_DEVICES = 1
+MAX_DEVICES = 64  # the C++ runtime's kMaxDevices
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+class EmulationConfigError(ValueError):
+    """A TORCHPLUG_EMULATE* variable that cannot be read; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class EmulationConfig:
+    names: tuple[str, ...] = ()  # backend names, in the order listed
+    devices: dict[str, int] = field(default_factory=dict)  # per backend; "*" is the default
+    memory: dict[str, int] = field(default_factory=dict)  # bytes per device; "*" is the default; 0 unlimited
+    force: frozenset[str] = frozenset()  # backend names, or {"*"}
+
+    def requested(self, name: str) -> bool:
+        return name in self.names
+
+    def device_count(self, name: str) -> int:
+        return self.devices.get(name, self.devices.get("*", DEFAULT_DEVICES))
+
+    def capacity(self, name: str) -> int:
+        return self.memory.get(name, self.memory.get("*", 0))
+
+    def forced(self, name: str) -> bool:
+        return "*" in self.force or name in self.force
+
+
+def parse_size(text: str, variable: str = "TORCHPLUG_EMULATE_MEMORY") -> int:
+    """Bytes in `text`, e.g. '512M', '1.5GiB', '4096'."""
+    match = _SIZE.match(text)
+    if not match:
+        raise EmulationConfigError(
+            f"{variable}: cannot read {text!r} as a size; write e.g. 512M, 1GiB or 1073741824"
+        )
+    return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+def _per_backend(variable: str, value: str, parse) -> dict[str, int]:
+    """'2' -> {'*': 2}; 'xpu=2,mps=1' -> {'xpu': 2, 'mps': 1} (a bare value sets the default)."""
+    result: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        name, sep, amount = part.partition("=")
+        key = name.strip().lower() if sep else "*"
+        result[key] = parse(amount if sep else name)
+    return result
+
+
+def _count(text: str) -> int:
+    try:
+        count = int(text.strip())
+    except ValueError:
+        count = -1
+    if not 1 <= count <= MAX_DEVICES:
+        raise EmulationConfigError(
+            f"TORCHPLUG_EMULATE_DEVICES: {text.strip()!r} is not a device count between 1 and {MAX_DEVICES}"
+        )
+    return count
+
+
+def _names(value: str) -> tuple[str, ...]:
+    seen: list[str] = []
+    for part in value.split(","):
+        name = part.strip().lower()
+        if name and name not in seen:
+            seen.append(name)
+    return tuple(seen)
+
+
+def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfig:
+    force = environ.get("TORCHPLUG_EMULATE_FORCE", "").strip().lower()
+    return EmulationConfig(
+        names=_names(environ.get("TORCHPLUG_EMULATE", "")),
+        devices=_per_backend("TORCHPLUG_EMULATE_DEVICES", environ.get("TORCHPLUG_EMULATE_DEVICES", ""), _count),
+        memory=_per_backend("TORCHPLUG_EMULATE_MEMORY", environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
+        force=frozenset({"*"} if force in ("1", "true", "yes", "on", "all") else _names(force)),
+    )
+
+
+def requested_names() -> tuple[str, ...]:
+    """The backends TORCHPLUG_EMULATE lists; never raises, unlike current()."""
+    return _names(os.environ.get("TORCHPLUG_EMULATE", ""))
+
+
+@lru_cache(maxsize=1)
+def current() -> EmulationConfig:
+    """The process's settings. Read once: devices cannot change count once tensors exist."""
+    return from_environ(os.environ)

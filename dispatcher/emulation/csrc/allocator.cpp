@@ -1,0 +1,239 @@
+// Host-memory allocator for emulated devices, with per-device statistics and an optional
+// capacity past which allocation raises torch.OutOfMemoryError.
+//
+// The same blocks serve two allocators:
+//  * the device allocator of each emulated type (torch.UntypedStorage(..., device="xpu"), resize);
+//  * a wrapper around torch's CPU allocator. While a CPU kernel runs for an emulated device (see
+//    ChargeTo in fallback.cpp), what it allocates is charged to that device, so fresh outputs can be
+//    handed back as device tensors without a copy. Outside a kernel it is an ordinary CPU block.
+// Each block starts with a 64-byte header (size and charged device) just before the pointer the
+// caller sees, so the context equals the data pointer and raw_allocate keeps working.
+#include "emulation.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+
+namespace torchplug::emulation {
+
+namespace {
+
+constexpr size_t kHeaderBytes = 64;  // keeps the caller's pointer 64-byte aligned
+constexpr uint64_t kMagic = 0x74706c7567656d75ull;
+
+struct Header {
+  uint64_t magic;
+  uint64_t nbytes;
+  int16_t type;   // charged device type, -1 when the block is plain host memory
+  int16_t index;
+  bool from_original;  // allocated by the wrapped CPU allocator (else c10::alloc_cpu)
+};
+static_assert(sizeof(Header) <= kHeaderBytes);
+
+c10::Allocator* g_original = nullptr;  // torch's CPU allocator, set once by install_host_allocator
+bool g_original_raw = false;           // whether g_original supports raw_allocate/raw_deallocate
+thread_local c10::Device t_charged{c10::DeviceType::CPU};
+
+Header* header_of(void* data) {
+  return reinterpret_cast<Header*>(static_cast<char*>(data) - kHeaderBytes);
+}
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f %s", value, units[unit]);
+  return text;
+}
+
+DeviceStats& stats_of(c10::Device device) {
+  return state(device.type()).stats[device.index()];
+}
+
+void charge(c10::Device device, int64_t nbytes) {
+  check_index(device.type(), device.index());
+  DeviceStats& s = stats_of(device);
+  const int64_t now = s.allocated_bytes.fetch_add(nbytes) + nbytes;
+  const int64_t capacity = s.capacity.load(std::memory_order_relaxed);
+  if (capacity > 0 && now > capacity) {
+    s.allocated_bytes.fetch_sub(nbytes);
+    s.num_ooms.fetch_add(1);
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "torchplug emulated ", device, " is out of memory: tried to allocate ",
+        format_bytes(nbytes), " with ", format_bytes(now - nbytes), " already allocated, capacity ",
+        format_bytes(capacity), " (TORCHPLUG_EMULATE_MEMORY). Free some tensors or raise the capacity.");
+  }
+  int64_t peak = s.peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !s.peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+  const int64_t count = s.allocations.fetch_add(1) + 1;
+  int64_t peak_count = s.peak_allocations.load(std::memory_order_relaxed);
+  while (count > peak_count && !s.peak_allocations.compare_exchange_weak(peak_count, count)) {
+  }
+  s.total_allocations.fetch_add(1, std::memory_order_relaxed);
+  s.total_allocated_bytes.fetch_add(nbytes, std::memory_order_relaxed);
+}
+
+void refund(c10::Device device, int64_t nbytes) {
+  DeviceStats& s = stats_of(device);
+  s.allocated_bytes.fetch_sub(nbytes);
+  s.allocations.fetch_sub(1);
+  s.total_frees.fetch_add(1, std::memory_order_relaxed);
+}
+
+void free_block(void* data) {
+  if (data == nullptr) {
+    return;
+  }
+  Header* h = header_of(data);
+  if (h->type >= 0) {
+    refund(c10::Device(static_cast<c10::DeviceType>(h->type), h->index), static_cast<int64_t>(h->nbytes));
+  }
+  if (h->from_original) {
+    g_original->raw_deallocate(h);
+  } else {
+    c10::free_cpu(h);
+  }
+}
+
+class HostAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    return allocate_block(nbytes, t_charged, c10::Device(c10::DeviceType::CPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &free_block;
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+class DeviceAllocator final : public c10::Allocator {
+ public:
+  explicit DeviceAllocator(c10::DeviceType type) : type_(type) {}
+  c10::DataPtr allocate(size_t nbytes) override {
+    // Inside a kernel for one of our devices, the kernel's device; else the current device.
+    c10::Device device = t_charged.type() == type_ ? t_charged : c10::Device(type_, current_device(type_));
+    return allocate_block(nbytes, device, device);
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &free_block;
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  c10::DeviceType type_;
+};
+
+HostAllocator g_host_allocator;
+std::array<std::atomic<DeviceAllocator*>, kNumDeviceTypes> g_device_allocators{};
+std::mutex g_install_mutex;
+
+}  // namespace
+
+c10::DataPtr allocate_block(size_t nbytes, c10::Device charged_to, c10::Device tagged) {
+  if (nbytes == 0) {
+    return c10::DataPtr(nullptr, nullptr, &free_block, tagged);
+  }
+  const bool charged = !charged_to.is_cpu();
+  if (charged) {
+    charge(charged_to, static_cast<int64_t>(nbytes));  // raises OutOfMemoryError past the capacity
+  }
+  void* base = nullptr;
+  const bool from_original = g_original_raw;
+  try {
+    base = from_original ? g_original->raw_allocate(nbytes + kHeaderBytes) : c10::alloc_cpu(nbytes + kHeaderBytes);
+  } catch (...) {
+    if (charged) {
+      refund(charged_to, static_cast<int64_t>(nbytes));
+    }
+    throw;
+  }
+  auto* h = static_cast<Header*>(base);
+  h->magic = kMagic;
+  h->nbytes = nbytes;
+  h->type = charged ? static_cast<int16_t>(charged_to.type()) : int16_t{-1};
+  h->index = charged ? charged_to.index() : int16_t{-1};
+  h->from_original = from_original;
+  void* data = static_cast<char*>(base) + kHeaderBytes;
+  return c10::DataPtr(data, data, &free_block, tagged);
+}
+
+bool adopt_block(c10::DataPtr& data, c10::Device device) {
+  if (data.get() == nullptr) {
+    data.unsafe_set_device(device);
+    return true;
+  }
+  if (data.get_deleter() != &free_block || data.get_context() != data.get()) {
+    return false;
+  }
+  Header* h = header_of(data.get());
+  TORCH_INTERNAL_ASSERT(h->magic == kMagic, "torchplug emulation: corrupted block header");
+  const bool same = h->type == static_cast<int16_t>(device.type()) && h->index == device.index();
+  if (!same) {
+    charge(device, static_cast<int64_t>(h->nbytes));
+    if (h->type >= 0) {
+      refund(c10::Device(static_cast<c10::DeviceType>(h->type), h->index), static_cast<int64_t>(h->nbytes));
+    }
+    h->type = static_cast<int16_t>(device.type());
+    h->index = device.index();
+  }
+  data.unsafe_set_device(device);
+  return true;
+}
+
+void install_host_allocator() {
+  std::lock_guard<std::mutex> lock(g_install_mutex);
+  if (g_original != nullptr) {
+    return;
+  }
+  g_original = c10::GetCPUAllocator();
+  g_original_raw = g_original->raw_deleter() != nullptr;
+  // A high priority so a later default registration cannot silently undo the wrap.
+  c10::SetCPUAllocator(&g_host_allocator, /*priority=*/100);
+}
+
+c10::Allocator* host_allocator() {
+  return &g_host_allocator;
+}
+
+c10::Allocator* device_allocator(c10::DeviceType type) {
+  auto& slot = g_device_allocators[static_cast<size_t>(type)];
+  if (DeviceAllocator* existing = slot.load(std::memory_order_acquire)) {
+    return existing;
+  }
+  std::lock_guard<std::mutex> lock(g_install_mutex);
+  if (slot.load() == nullptr) {
+    auto* created = new DeviceAllocator(type);  // lives for the process, like torch's own allocators
+    c10::SetAllocator(type, created, /*priority=*/100);
+    slot.store(created, std::memory_order_release);
+  }
+  return slot.load();
+}
+
+void reset_peak(c10::Device device) {
+  DeviceStats& s = stats_of(device);
+  s.peak_bytes.store(s.allocated_bytes.load());
+  s.peak_allocations.store(s.allocations.load());
+}
+
+ChargeTo::ChargeTo(c10::Device device) : previous_(t_charged) {
+  t_charged = device;
+}
+
+ChargeTo::~ChargeTo() {
+  t_charged = previous_;
+}
+
+}  // namespace torchplug::emulation

@@ -1,0 +1,181 @@
+// Per-op kernels on the emulated keys for ops the boxed fallback would never see, or not in time.
+//
+// The dispatcher prefers an op's composite kernel over a backend fallback. That is right for ops
+// that merely decompose into other ops, but three kinds need a kernel of their own:
+//  * composites that call a CPU-only DispatchStub with the tensors' device type, or pick an
+//    implementation by device type (copy_, convolution): they run on the host path instead;
+//  * ops that have a CPU kernel besides their composite one (e.g. every structured op, whose
+//    composite wrapper allocates through the dispatcher and calls the out= variant): routing them
+//    to the host path runs exactly the CPU kernel, in one trip instead of two;
+//  * scaled_dot_product_attention, an implicit composite that asks a DispatchStub (not
+//    overridable for XPU in a CPU build) for its backend: it takes the math implementation;
+//  * native_dropout, whose CPU kernel samples from the CPU's default generator internally: it is
+//    rebuilt from device ops, so it samples from the device's generator (torch.xpu.manual_seed);
+//  * native_group_norm_backward, which torch's autograd formula calls with a non-contiguous
+//    gradient on XPU only (real XPU kernels accept one, the CPU kernel does not): made contiguous;
+//  * _copy_from and _copy_from_and_resize, which have no CPU kernel but which torch's copying CPU
+//    fallback (at::native::cpu_fallback) uses to write results back to a device;
+//  * _to_copy with non_blocking=True to the CPU, which asks torch's accelerator for pinned memory,
+//    when there may be none (emulated 'cuda'): copies run synchronously anyway, so it is dropped.
+#include "emulation.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones_like.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace torchplug::emulation {
+
+namespace {
+
+constexpr const char* kHostPathOps[] = {
+    "copy_",                 // copy_stub(device_type) has no kernel for the emulated types
+    "convolution",           // would select convolution_overrideable for an unknown backend
+    "convolution_backward",  // same
+};
+
+std::vector<c10::OperatorName> ops_with_cpu_and_composite_kernels() {
+  std::vector<c10::OperatorName> names;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) {
+      continue;
+    }
+    auto op = dispatcher.findOp(name);
+    if (op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+        (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+         op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+std::string unqualified(const c10::OperatorName& name) {
+  std::string text = name.name.substr(name.name.find("::") + 2);
+  return name.overload_name.empty() ? text : text + "." + name.overload_name;
+}
+
+// scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, *, scale, enable_gqa) as
+// _scaled_dot_product_attention_math(q, k, v, mask, dropout_p, is_causal, dropout_mask, *, scale,
+// enable_gqa)[0]. Called from the dispatcher's top, so autograd differentiates the decomposition.
+void math_attention(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  static const c10::OperatorHandle math =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::_scaled_dot_product_attention_math", "");
+  std::vector<c10::IValue> args = torch::jit::pop(*stack, 8);
+  torch::jit::Stack call{args[0], args[1], args[2], args[3], args[4], args[5], c10::IValue(), args[6], args[7]};
+  math.callBoxed(&call);
+  stack->push_back(std::move(call.at(0)));
+}
+
+// native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor), as the CPU kernel
+// computes it, but with every step dispatched to the device.
+void device_dropout(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  std::vector<c10::IValue> args = torch::jit::pop(*stack, 3);
+  const at::Tensor input = args[0].toTensor();
+  const double p = args[1].toDouble();
+  const bool train = args[2].isNone() || args[2].toBool();
+  at::Tensor output, mask;
+  if (input.numel() == 0) {
+    output = input;
+    mask = at::empty_like(input);
+  } else if (train) {
+    const double keep = 1.0 - p;
+    mask = at::empty_like(input, c10::MemoryFormat::Contiguous);
+    mask.bernoulli_(keep);  // Generator? None: the fallback passes the device's generator
+    output = input.mul(mask).mul_(keep == 0 ? 0.0 : 1.0 / keep);
+    mask = mask.to(at::kBool);
+  } else {
+    mask = at::ones_like(input, input.options().dtype(at::kBool));
+    output = input.clone();
+  }
+  stack->push_back(std::move(output));
+  stack->push_back(std::move(mask));
+}
+
+// _to_copy(self, *, dtype, layout, device, pin_memory, non_blocking, memory_format): the
+// composite implementation, reached through the CPU key (which has no kernel of its own),
+// with non_blocking off.
+void synchronous_to_copy(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto args = stack->end() - 7;
+  const c10::Device target = args[3].isNone() ? args[0].toTensor().device() : args[3].toDevice();
+  if (!args[1].isNone() && is_emulated(target.type())) {  // name the op the user called, not empty_strided
+    check_dtype(target.type(), static_cast<c10::ScalarType>(args[1].toInt()), "aten::_to_copy");
+  }
+  args[5] = false;
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, mask).
+void contiguous_group_norm_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto args = stack->end() - 10;
+  const at::Tensor input = args[1].toTensor();
+  const auto format = input.suggest_memory_format();
+  args[0] = args[0].toTensor().contiguous(format);
+  args[1] = input.contiguous(format);
+  run_on_host(op, stack);
+}
+
+// _copy_from(Tensor self, Tensor dst, bool non_blocking) -> Tensor: dst, holding self's values.
+void copy_from(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  std::vector<c10::IValue> args = torch::jit::pop(*stack, 3);
+  at::Tensor dst = args[1].toTensor();
+  dst.copy_(args[0].toTensor());
+  stack->push_back(std::move(dst));
+}
+
+// _copy_from_and_resize(Tensor self, Tensor dst) -> Tensor: dst, resized to self and holding it.
+void copy_from_and_resize(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  std::vector<c10::IValue> args = torch::jit::pop(*stack, 2);
+  const at::Tensor source = args[0].toTensor();
+  at::Tensor dst = args[1].toTensor();
+  dst.resize_(source.sizes());
+  dst.copy_(source);
+  stack->push_back(std::move(dst));
+}
+
+c10::DispatchKey autograd_key(c10::DeviceType type) {
+  switch (type) {
+    case c10::DeviceType::CUDA: return c10::DispatchKey::AutogradCUDA;
+    case c10::DeviceType::XPU: return c10::DispatchKey::AutogradXPU;
+    case c10::DeviceType::MPS: return c10::DispatchKey::AutogradMPS;
+    default: return c10::DispatchKey::AutogradPrivateUse1;
+  }
+}
+
+}  // namespace
+
+void register_composite_overrides(c10::DeviceType type) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live while loaded
+  static const std::vector<c10::OperatorName> direct = ops_with_cpu_and_composite_kernels();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto host = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", dispatch_key(type), __FILE__, __LINE__);
+  for (const char* name : kHostPathOps) {
+    host->impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+  }
+  for (const c10::OperatorName& name : direct) {
+    host->impl(unqualified(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+  }
+  host->impl("scaled_dot_product_attention", torch::CppFunction::makeFromBoxedFunction<&math_attention>());
+  host->impl("native_dropout", torch::CppFunction::makeFromBoxedFunction<&device_dropout>());
+  host->impl("native_group_norm_backward",
+             torch::CppFunction::makeFromBoxedFunction<&contiguous_group_norm_backward>());
+  host->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&synchronous_to_copy>());
+  host->impl("_copy_from", torch::CppFunction::makeFromBoxedFunction<&copy_from>());
+  host->impl("_copy_from_and_resize", torch::CppFunction::makeFromBoxedFunction<&copy_from_and_resize>());
+  // An implicit composite with a backend kernel loses its autograd formula on that backend, so the
+  // math decomposition is registered for the backend's autograd key too.
+  auto grad = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", autograd_key(type), __FILE__, __LINE__);
+  grad->impl("scaled_dot_product_attention", torch::CppFunction::makeFromBoxedFunction<&math_attention>());
+  libraries.push_back(std::move(host));
+  libraries.push_back(std::move(grad));
+}
+
+}  // namespace torchplug::emulation

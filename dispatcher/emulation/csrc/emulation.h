@@ -1,0 +1,122 @@
+// torchplug's emulated device runtime: host memory presented to torch as XPU, CUDA, MPS or
+// PrivateUse1 devices. One implementation serves every device type; each type is switched on
+// at run time by `configure` (module.cpp) with its device count, capacity and dtypes.
+//
+// Only c10 headers here, so that the allocator and guard translation units compile in seconds.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/DispatchKey.h>
+#include <c10/core/ScalarType.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace c10 {
+class OperatorHandle;
+struct IValue;
+}  // namespace c10
+
+namespace torchplug::emulation {
+
+constexpr int kMaxDevices = 64;
+constexpr int kNumDeviceTypes = static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
+
+// Counters behind memory_allocated / max_memory_allocated / memory_stats. Atomics: allocations
+// happen on any thread, including autograd's device threads.
+struct DeviceStats {
+  std::atomic<int64_t> allocated_bytes{0};
+  std::atomic<int64_t> peak_bytes{0};
+  std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> peak_allocations{0};
+  std::atomic<int64_t> total_allocations{0};
+  std::atomic<int64_t> total_frees{0};
+  std::atomic<int64_t> total_allocated_bytes{0};
+  std::atomic<int64_t> num_ooms{0};
+  std::atomic<int64_t> capacity{0};  // bytes; 0 means unlimited
+};
+
+// Everything the runtime knows about one emulated device type. Written once by `configure`
+// before `enabled` is published, then only read (the stats are atomics).
+struct TypeState {
+  std::atomic<bool> enabled{false};
+  int count = 0;
+  uint64_t dtype_mask = ~0ull;  // bit s set: ScalarType s is supported on this device
+  std::string backend;          // torchplug backend name, e.g. "rocm" for the 'cuda' type
+  std::array<DeviceStats, kMaxDevices> stats;
+};
+
+// ---- state.cpp -------------------------------------------------------------------------------
+TypeState& state(c10::DeviceType type);
+bool is_emulated(c10::DeviceType type);
+// The device with its index filled in from the current device, checked against the count:
+// an out-of-range index raises the error real runtimes give ("invalid device ordinal").
+c10::Device resolve(c10::Device device);
+void check_index(c10::DeviceType type, int64_t index);
+std::string dtype_name(c10::ScalarType dtype);
+bool dtype_allowed(c10::DeviceType type, c10::ScalarType dtype);
+// Raises TypeError naming `where` (an op) unless the type's backend declares `dtype`.
+void check_dtype(c10::DeviceType type, c10::ScalarType dtype, const std::string& where);
+
+// ---- allocator.cpp ---------------------------------------------------------------------------
+// Every block carries a small header naming the device it is charged to, so memory a CPU kernel
+// allocates can become device memory later without a copy (see fallback.cpp).
+void install_host_allocator();
+c10::Allocator* host_allocator();
+c10::Allocator* device_allocator(c10::DeviceType type);
+c10::DataPtr allocate_block(size_t nbytes, c10::Device charged_to, c10::Device tagged);
+// Re-charge a block of ours to `device` and tag its DataPtr with it. False if not ours.
+bool adopt_block(c10::DataPtr& data, c10::Device device);
+void reset_peak(c10::Device device);
+
+// The device a CPU kernel's allocations are charged to, for the current thread (CPU: none).
+class ChargeTo {
+ public:
+  explicit ChargeTo(c10::Device device);
+  ~ChargeTo();
+  ChargeTo(const ChargeTo&) = delete;
+  ChargeTo& operator=(const ChargeTo&) = delete;
+
+ private:
+  c10::Device previous_;
+};
+
+// ---- guard.cpp -------------------------------------------------------------------------------
+void register_guard(c10::DeviceType type);
+c10::DeviceIndex current_device(c10::DeviceType type);
+c10::DeviceIndex exchange_device(c10::DeviceType type, c10::DeviceIndex index);
+// (stream id, device index) of the thread's current stream on a device.
+int64_t current_stream_id(c10::Device device);
+void set_current_stream(c10::Device device, int64_t stream_id);
+
+// ---- fallback.cpp ----------------------------------------------------------------------------
+c10::DispatchKey dispatch_key(c10::DeviceType type);
+// Runs `op` through its CPU kernel on host aliases of the device tensors (the boxed fallback).
+void run_on_host(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+void register_fallback(c10::DeviceType type);
+
+// ---- composites.cpp --------------------------------------------------------------------------
+// Per-op kernels for ops whose composite kernels would win over the fallback, or fail on it.
+void register_composite_overrides(c10::DeviceType type);
+
+// ---- hooks.cpp -------------------------------------------------------------------------------
+// Claims torch's PrivateUse1 hooks slot (once); false if another library holds it already.
+bool register_privateuse1_hooks();
+// The emulated type torch reports as its accelerator (autograd streams serve only that one).
+void set_accelerator(c10::DeviceType type);
+
+// ---- rng.cpp ---------------------------------------------------------------------------------
+void create_generators(c10::DeviceType type, int count);
+void* generator_impl(c10::Device device);  // a CPUGeneratorImpl*, kept opaque for light headers
+void manual_seed(c10::Device device, uint64_t seed);
+uint64_t initial_seed(c10::Device device);
+uint64_t seed(c10::Device device);
+std::string get_rng_state(c10::Device device);
+void set_rng_state(c10::Device device, const std::string& state);
+
+}  // namespace torchplug::emulation

@@ -1,0 +1,175 @@
+// torch's accelerator hooks for emulated devices: what lets autograd run backward on them.
+//
+// torch 2.13 knows one "current accelerator" per process (at::getAccelerator()), asked of the
+// XPU/MPS/CUDA/... hook objects; autograd's stream bookkeeping serves only that device type and
+// trips an internal assert for gradients on any other accelerator type. A CPU wheel has none.
+// So these hooks report an emulated type as present only while it is the *active* accelerator
+// (set_accelerator), which the Python runtime switches to the device type of each backward call.
+//
+// The XPU and MPS hook registries are read lazily, the first time anything asks torch for its
+// accelerator, so registering here at load time works as long as the runtime loads first (the
+// Python side loads it before the first backward). CUDA's hooks are created while `import torch`
+// loads torch._C, before any plugin code runs, so an emulated 'cuda' can never be the accelerator
+// of a CPU wheel: see docs/emulation.md. A PrivateUse1 device registers its hooks explicitly.
+// The hooks also hand out "pinned" host memory, for pin_memory() and non_blocking copies.
+#include "emulation.h"
+
+#include <ATen/detail/MPSHooksInterface.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/detail/XPUHooksInterface.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+namespace torchplug::emulation {
+
+namespace {
+
+std::atomic<int> g_active{-1};  // the DeviceType reported as torch's accelerator, -1 for none
+
+bool active(c10::DeviceType type) {
+  return g_active.load(std::memory_order_relaxed) == static_cast<int>(type) && is_emulated(type);
+}
+
+std::mutex g_pinned_mutex;
+std::unordered_set<const void*> g_pinned;  // blocks handed out by PinnedAllocator
+
+void free_pinned(void* data) {
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    g_pinned.erase(data);
+  }
+  host_allocator()->raw_deallocate(data);
+}
+
+// Plain host memory: the emulated devices read host memory directly, so it is as pinned as it gets.
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    ChargeTo host(c10::Device(c10::DeviceType::CPU));
+    c10::DataPtr block = host_allocator()->allocate(nbytes);
+    void* data = block.release_context();
+    if (data != nullptr) {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      g_pinned.insert(data);
+    }
+    return c10::DataPtr(data, data, &free_pinned, c10::Device(c10::DeviceType::CPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &free_pinned;
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+PinnedAllocator g_pinned_allocator;
+
+bool is_pinned(const void* data) {
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return g_pinned.count(data) != 0;
+}
+
+// The part every emulated type's hooks share; `Base` is torch's hooks interface for the type.
+template <typename Base, c10::DeviceType kType>
+class Hooks : public Base {
+ public:
+  bool isBuilt() const override {
+    return active(kType);
+  }
+  bool isAvailable() const override {
+    return active(kType);
+  }
+  bool hasPrimaryContext(c10::DeviceIndex device_index) const override {
+    return is_emulated(kType) && device_index >= 0 && device_index < state(kType).count;
+  }
+  void init() const override {}
+  c10::DeviceIndex deviceCount() const override {
+    return is_emulated(kType) ? static_cast<c10::DeviceIndex>(state(kType).count) : 0;
+  }
+  bool isPinnedPtr(const void* data) const override {
+    return is_pinned(data);
+  }
+  c10::Allocator* getPinnedMemoryAllocator() const override {
+    return &g_pinned_allocator;
+  }
+};
+
+class XpuHooks final : public Hooks<at::XPUHooksInterface, c10::DeviceType::XPU> {
+ public:
+  XpuHooks() = default;
+  bool hasXPU() const override {
+    return active(c10::DeviceType::XPU);
+  }
+  c10::DeviceIndex getNumGPUs() const override {
+    return deviceCount();
+  }
+  c10::DeviceIndex current_device() const override {
+    return emulation::current_device(c10::DeviceType::XPU);
+  }
+  void deviceSynchronize(c10::DeviceIndex /*device_index*/) const override {}
+};
+
+class MpsHooks final : public Hooks<at::MPSHooksInterface, c10::DeviceType::MPS> {
+ public:
+  MpsHooks() = default;
+  bool hasMPS() const override {
+    return active(c10::DeviceType::MPS);
+  }
+  void deviceSynchronize() const override {}
+  void commitStream() const override {}
+  void emptyCache() const override {}
+  size_t getCurrentAllocatedMemory() const override {
+    return static_cast<size_t>(state(c10::DeviceType::MPS).stats[0].allocated_bytes.load());
+  }
+};
+
+class PrivateUse1Hooks final : public Hooks<at::PrivateUse1HooksInterface, c10::DeviceType::PrivateUse1> {
+ public:
+  // storage.resize_() on an emulated PrivateUse1 storage comes here.
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
+    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+    TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    c10::Device device = storage.device();
+    c10::DataPtr block = allocate_block(new_bytes, device, device);
+    const size_t keep = std::min(new_bytes, impl->nbytes());
+    if (keep > 0) {
+      std::memcpy(block.get(), impl->data_ptr().get(), keep);
+    }
+    impl->set_data_ptr_noswap(std::move(block));
+    impl->set_nbytes(new_bytes);
+  }
+};
+
+}  // namespace
+
+}  // namespace torchplug::emulation
+
+// Registered under the names torch's getXPUHooks()/getMPSHooks() look up.
+namespace at {
+C10_REGISTER_TYPED_CLASS(XPUHooksRegistry, "XPUHooks", torchplug::emulation::XpuHooks)
+C10_REGISTER_TYPED_CLASS(MPSHooksRegistry, "MPSHooks", torchplug::emulation::MpsHooks)
+}  // namespace at
+
+namespace torchplug::emulation {
+
+bool register_privateuse1_hooks() {
+  static std::once_flag once;
+  static bool registered = false;
+  std::call_once(once, [] {
+    if (!at::isPrivateUse1HooksRegistered()) {
+      at::RegisterPrivateUse1HooksInterface(new PrivateUse1Hooks());  // lives for the process
+      registered = true;
+    }
+  });
+  return registered;
+}
+
+void set_accelerator(c10::DeviceType type) {
+  g_active.store(static_cast<int>(type), std::memory_order_relaxed);
+}
+
+}  // namespace torchplug::emulation

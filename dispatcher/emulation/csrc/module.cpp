@@ -1,0 +1,154 @@
+// Python bindings of the emulated runtime (pybind11 only: torch/extension.h would triple the
+// build time). Device types are named by their dispatch key: "CUDA", "XPU", "MPS", "PrivateUse1".
+#include "emulation.h"
+
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <mutex>
+
+namespace py = pybind11;
+
+namespace torchplug::emulation {
+
+namespace {
+
+c10::DeviceType parse_type(const std::string& key) {
+  if (key == "CUDA") return c10::DeviceType::CUDA;
+  if (key == "XPU") return c10::DeviceType::XPU;
+  if (key == "MPS") return c10::DeviceType::MPS;
+  if (key == "PrivateUse1") return c10::DeviceType::PrivateUse1;
+  TORCH_CHECK(false, "torchplug cannot emulate dispatch key '", key, "' (CUDA, XPU, MPS or PrivateUse1)");
+}
+
+c10::Device device_of(const std::string& key, int64_t index) {
+  c10::DeviceType type = parse_type(key);
+  TORCH_CHECK(is_emulated(type), "the ", key, " device type is not emulated in this process");
+  check_index(type, index);
+  return c10::Device(type, static_cast<c10::DeviceIndex>(index));
+}
+
+std::mutex g_configure_mutex;
+
+// Switch a device type on. Idempotent for the same settings; the settings cannot change later
+// because tensors and guards already hold on to them.
+// `refused` names the dtypes (e.g. "float64") the backend does not declare; the device rejects them.
+void configure(const std::string& key, int64_t count, const std::vector<int64_t>& capacities,
+               const std::vector<std::string>& refused, const std::string& backend) {
+  std::lock_guard<std::mutex> lock(g_configure_mutex);
+  c10::DeviceType type = parse_type(key);
+  TypeState& st = state(type);
+  if (st.enabled.load()) {
+    TORCH_CHECK(st.count == count && st.backend == backend, "the emulated ", key, " device type is already configured for backend '",
+                st.backend, "' with ", st.count, " device(s)");
+    return;
+  }
+  TORCH_CHECK(count >= 1 && count <= kMaxDevices, "TORCHPLUG_EMULATE_DEVICES must be between 1 and ", kMaxDevices, ", got ", count);
+  TORCH_CHECK(static_cast<int64_t>(capacities.size()) == count, "one capacity per device expected");
+  uint64_t dtype_mask = ~0ull;
+  const auto& names = c10::getStringToDtypeMap();
+  for (const std::string& name : refused) {
+    auto found = names.find(name);
+    TORCH_CHECK(found != names.end(), "unknown dtype name '", name, "'");
+    dtype_mask &= ~(1ull << static_cast<int>(found->second));
+  }
+  st.count = static_cast<int>(count);
+  st.dtype_mask = dtype_mask;
+  st.backend = backend;
+  for (int64_t i = 0; i < count; ++i) {
+    st.stats[i].capacity.store(capacities[i]);
+  }
+  install_host_allocator();
+  create_generators(type, st.count);
+  device_allocator(type);
+  register_guard(type);
+  st.enabled.store(true, std::memory_order_release);
+  register_fallback(type);
+  register_composite_overrides(type);
+}
+
+// MPS tensors reach torch's device guards before any lazy-init hook runs (x.to("mps") asks the
+// guard for the current device), so the guard is registered at autoload, ahead of `configure`.
+void register_guard_early(const std::string& key, int64_t count) {
+  std::lock_guard<std::mutex> lock(g_configure_mutex);
+  c10::DeviceType type = parse_type(key);
+  TypeState& st = state(type);
+  if (st.enabled.load() || st.count > 0) {
+    return;
+  }
+  TORCH_CHECK(count >= 1 && count <= kMaxDevices, "TORCHPLUG_EMULATE_DEVICES must be between 1 and ", kMaxDevices);
+  st.count = static_cast<int>(count);
+  register_guard(type);
+}
+
+py::dict memory_stats(const std::string& key, int64_t index) {
+  const DeviceStats& s = state(device_of(key, index).type()).stats[index];
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated_bytes.load();
+  d["allocated_bytes.all.peak"] = s.peak_bytes.load();
+  d["allocated_bytes.all.allocated"] = s.total_allocated_bytes.load();
+  d["allocation.all.current"] = s.allocations.load();
+  d["allocation.all.peak"] = s.peak_allocations.load();
+  d["allocation.all.allocated"] = s.total_allocations.load();
+  d["allocation.all.freed"] = s.total_frees.load();
+  d["num_ooms"] = s.num_ooms.load();
+  d["capacity"] = s.capacity.load();
+  return d;
+}
+
+}  // namespace
+
+}  // namespace torchplug::emulation
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace torchplug::emulation;
+  m.doc() = "torchplug's emulated device runtime";
+  // c10 errors reach Python as torch's own bindings raise them: without the C++ backtrace.
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) {
+        std::rethrow_exception(error);
+      }
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+  m.attr("MAX_DEVICES") = kMaxDevices;
+  m.def("configure", &configure, py::arg("key"), py::arg("count"), py::arg("capacities"), py::arg("refused"),
+        py::arg("backend"));
+  m.def("memory_stats", &memory_stats);
+  m.def("register_guard_early", &register_guard_early);
+  // See hooks.cpp.
+  m.def("register_privateuse1_hooks", &register_privateuse1_hooks);
+  m.def("set_accelerator", [](const std::string& key) { set_accelerator(parse_type(key)); });
+  m.def("memory_allocated", [](const std::string& key, int64_t index) {
+    return state(device_of(key, index).type()).stats[index].allocated_bytes.load();
+  });
+  m.def("reset_peak", [](const std::string& key, int64_t index) { reset_peak(device_of(key, index)); });
+  m.def("device_count", [](const std::string& key) {
+    c10::DeviceType type = parse_type(key);
+    return is_emulated(type) ? state(type).count : 0;
+  });
+  m.def("current_device", [](const std::string& key) { return static_cast<int64_t>(current_device(parse_type(key))); });
+  m.def("exchange_device", [](const std::string& key, int64_t index) {
+    return static_cast<int64_t>(exchange_device(parse_type(key), static_cast<c10::DeviceIndex>(index)));
+  });
+  m.def("current_stream", [](const std::string& key, int64_t index) { return current_stream_id(device_of(key, index)); });
+  m.def("set_stream", [](const std::string& key, int64_t index, int64_t stream_id) {
+    set_current_stream(device_of(key, index), stream_id);
+  });
+  m.def("manual_seed", [](const std::string& key, int64_t index, uint64_t value) { manual_seed(device_of(key, index), value); });
+  m.def("initial_seed", [](const std::string& key, int64_t index) { return initial_seed(device_of(key, index)); });
+  m.def("seed", [](const std::string& key, int64_t index) { return seed(device_of(key, index)); });
+  m.def("get_rng_state", [](const std::string& key, int64_t index) { return py::bytes(get_rng_state(device_of(key, index))); });
+  m.def("set_rng_state", [](const std::string& key, int64_t index, const std::string& bytes) {
+    set_rng_state(device_of(key, index), bytes);
+  });
+}

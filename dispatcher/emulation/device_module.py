@@ -1,0 +1,279 @@
+"""The device module of an emulated device type, with torch.cuda's names.
+
+Installed onto torch.xpu / torch.cuda / torch.mps (or registered as torch.<name> for a new
+device) by hooks.py. Queries that need no runtime (is_available, device_count, memory_allocated
+before any tensor exists, manual_seed before first use) answer without building it; the rest
+load the runtime on first call, as torch.cuda does on lazy init.
+"""
+
+import ctypes
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import runtime
+from .attach import Attachment
+from .streams import DEVICE_TYPE_IDS, stream_classes
+
+Device = int | str | torch.device | None
+
+
+@dataclass(frozen=True)
+class EmulatedDeviceProperties:
+    """What get_device_properties reports; there is no real hardware behind it."""
+
+    name: str
+    type: str
+    index: int
+    total_memory: int
+    has_fp64: bool
+    has_fp16: bool
+    multi_processor_count: int
+    major: int = 0  # no compute capability: code gated on e.g. (8, 0) takes its portable path
+    minor: int = 0
+    is_emulated: bool = True
+
+
+def _host_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+class DeviceModule:
+    """torch.cuda's API over one emulated device type."""
+
+    def __init__(self, attachment: Attachment) -> None:
+        self.attachment = attachment
+        self.type = attachment.device_type
+        self._key = attachment.dispatch_key
+        self.Stream, self.Event, self.StreamContext = stream_classes(self)
+        outer = self
+
+        class device:  # noqa: N801 - torch.cuda.device's name
+            """Context manager that makes a device current; None or a negative index changes nothing."""
+
+            def __init__(self, device: Device) -> None:
+                self.index = -1 if device is None else outer._index(device)
+                self.previous = -1
+
+            def __enter__(self) -> None:
+                self.previous = outer._exchange_device(self.index)
+
+            def __exit__(self, *exc: object) -> None:
+                outer._maybe_exchange_device(self.previous)
+
+        class device_of(device):  # noqa: N801
+            def __init__(self, obj: Any) -> None:
+                super().__init__(obj.get_device() if obj.device.type == outer.type else -1)
+
+        self.device, self.device_of = device, device_of
+
+    # ---- availability and initialisation ------------------------------------------------------
+    def is_available(self) -> bool:
+        return True  # opt-in: only attached when TORCHPLUG_EMULATE asked for this backend
+
+    def device_count(self) -> int:
+        return self.attachment.count
+
+    def is_initialized(self) -> bool:
+        return runtime.is_configured(self.type)
+
+    def _lazy_init(self) -> None:
+        if not runtime.is_configured(self.type):
+            runtime.ensure()
+
+    init = _lazy_init
+
+    def _is_in_bad_fork(self) -> bool:
+        return False
+
+    # ---- devices ------------------------------------------------------------------------------
+    def current_device(self) -> int:
+        if not runtime.is_configured(self.type):
+            return 0
+        return runtime.extension().current_device(self._key)
+
+    def set_device(self, device: Device) -> None:
+        index = self._index(device)
+        if index >= 0:
+            runtime.extension().exchange_device(self._key, index)
+
+    def _exchange_device(self, index: int) -> int:
+        if index < 0:
+            return -1
+        return runtime.extension().exchange_device(self._key, index)
+
+    _maybe_exchange_device = _exchange_device
+
+    def synchronize(self, device: Device = None) -> None:
+        self._index(device)  # validates; kernels already ran when they were issued
+
+    def get_device_name(self, device: Device = None) -> str:
+        index = self._index(device)
+        return f"{self.attachment.device_name} #{index}" if self.attachment.count > 1 else self.attachment.device_name
+
+    def get_device_properties(self, device: Device = None) -> EmulatedDeviceProperties:
+        index = self._index(device)
+        refused = self.attachment.refused_dtypes
+        return EmulatedDeviceProperties(
+            name=self.get_device_name(index),
+            type=self.type,
+            index=index,
+            total_memory=self.attachment.capacities[index] or _host_memory(),
+            has_fp64=torch.float64 not in refused,
+            has_fp16=torch.float16 not in refused,
+            multi_processor_count=os.cpu_count() or 1,
+        )
+
+    def get_device_capability(self, device: Device = None) -> tuple[int, int]:
+        props = self.get_device_properties(device)
+        return props.major, props.minor
+
+    # ---- memory -------------------------------------------------------------------------------
+    def memory_allocated(self, device: Device = None) -> int:
+        index = self._index(device)
+        if not runtime.is_configured(self.type):
+            return 0  # no tensor can exist before the runtime is loaded
+        return runtime.extension().memory_allocated(self._key, index)
+
+    def max_memory_allocated(self, device: Device = None) -> int:
+        return self.memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+    memory_reserved = memory_allocated  # no caching allocator: reserved is what is allocated
+    max_memory_reserved = max_memory_allocated
+
+    def memory_stats(self, device: Device = None) -> "OrderedDict[str, int]":
+        index = self._index(device)
+        if not runtime.is_configured(self.type):
+            return OrderedDict()
+        stats = runtime.extension().memory_stats(self._key, index)
+        for kind in ("reserved_bytes", "active_bytes"):
+            stats[f"{kind}.all.current"] = stats["allocated_bytes.all.current"]
+            stats[f"{kind}.all.peak"] = stats["allocated_bytes.all.peak"]
+        return OrderedDict(sorted(stats.items()))
+
+    def reset_peak_memory_stats(self, device: Device = None) -> None:
+        index = self._index(device)
+        if runtime.is_configured(self.type):
+            runtime.extension().reset_peak(self._key, index)
+
+    reset_max_memory_allocated = reset_peak_memory_stats
+
+    def mem_get_info(self, device: Device = None) -> tuple[int, int]:
+        index = self._index(device)
+        total = self.attachment.capacities[index] or _host_memory()
+        return max(total - self.memory_allocated(index), 0), total
+
+    def empty_cache(self) -> None:
+        """Nothing is cached: freed tensors return their memory at once."""
+
+    # ---- random numbers -----------------------------------------------------------------------
+    def manual_seed(self, seed: int) -> None:
+        self._seed(self.current_device(), int(seed))
+
+    def manual_seed_all(self, seed: int) -> None:
+        self._seed(-1, int(seed))
+
+    def _seed(self, index: int, seed: int) -> None:
+        seed &= 0xFFFF_FFFF_FFFF_FFFF  # torch.manual_seed accepts negative seeds the same way
+        if not runtime.is_configured(self.type):
+            runtime.queue_seed(self.type, index, seed)  # like torch.cuda's _lazy_call
+            return
+        for i in range(self.attachment.count) if index < 0 else (index,):
+            runtime.extension().manual_seed(self._key, i, seed)
+
+    def seed(self) -> None:
+        runtime.extension().seed(self._key, self.current_device())
+
+    def seed_all(self) -> None:
+        value = runtime.extension().seed(self._key, 0)
+        for i in range(1, self.attachment.count):
+            runtime.extension().manual_seed(self._key, i, value)
+
+    def initial_seed(self) -> int:
+        return runtime.extension().initial_seed(self._key, self.current_device())
+
+    def get_rng_state(self, device: Device = None) -> torch.Tensor:
+        index = self._index(device)
+        state = runtime.extension().get_rng_state(self._key, index)
+        return torch.frombuffer(bytearray(state), dtype=torch.uint8)
+
+    def set_rng_state(self, new_state: torch.Tensor, device: Device = None) -> None:
+        index = self._index(device)
+        state = new_state.detach().to("cpu", torch.uint8).contiguous()
+        runtime.extension().set_rng_state(self._key, index, ctypes.string_at(state.data_ptr(), state.numel()))
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [self.get_rng_state(i) for i in range(self.attachment.count)]
+
+    def set_rng_state_all(self, new_states: list[torch.Tensor]) -> None:
+        for i, state in enumerate(new_states):
+            self.set_rng_state(state, i)
+
+    # ---- streams ------------------------------------------------------------------------------
+    def current_stream(self, device: Device = None) -> torch.Stream:
+        index = self._index(device)
+        stream_id = runtime.extension().current_stream(self._key, index)
+        return self.Stream(stream_id=stream_id, device_index=index, device_type=DEVICE_TYPE_IDS[self._key])
+
+    def default_stream(self, device: Device = None) -> torch.Stream:
+        self._lazy_init()
+        return self.Stream(stream_id=0, device_index=self._index(device), device_type=DEVICE_TYPE_IDS[self._key])
+
+    def set_stream(self, stream: torch.Stream | None) -> None:
+        if stream is not None:
+            runtime.extension().set_stream(self._key, stream.device_index, stream.stream_id)
+
+    def stream(self, stream: torch.Stream | None) -> Any:
+        return self.StreamContext(stream)
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _index(self, device: Device) -> int:
+        """The device index `device` names, checked like a real runtime checks it."""
+        if device is None:
+            return self.current_device()
+        if isinstance(device, str):
+            device = torch.device(device)
+        if isinstance(device, torch.device):
+            if device.type != self.type:
+                raise ValueError(f"expected a {self.type!r} device, got {str(device)!r}")
+            index = self.current_device() if device.index is None else device.index
+        else:
+            index = int(device)
+        if index < 0:
+            return index
+        if index >= self.attachment.count:
+            raise RuntimeError(
+                f"invalid device ordinal: {self.type}:{index} is out of range; torchplug's emulated "
+                f"{self.type} runtime has {self.attachment.count} device(s). "
+                "Set TORCHPLUG_EMULATE_DEVICES to emulate more."
+            )
+        return index
+
+    def _device(self, device: Device) -> torch.device:
+        return torch.device(self.type, self._index(device))
+
+    def exports(self) -> dict[str, Any]:
+        """The attributes installed on torch.<device type>."""
+        names = [
+            "is_available", "device_count", "is_initialized", "_lazy_init", "init", "_is_in_bad_fork",
+            "current_device", "set_device", "_exchange_device", "_maybe_exchange_device", "synchronize",
+            "get_device_name", "get_device_properties", "memory_allocated",
+            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
+            "reset_peak_memory_stats", "reset_max_memory_allocated", "mem_get_info", "empty_cache",
+            "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
+            "set_rng_state", "get_rng_state_all", "set_rng_state_all", "current_stream", "default_stream",
+            "set_stream", "stream", "Stream", "Event", "StreamContext", "device", "device_of",
+        ]
+        exports = {name: getattr(self, name) for name in names}
+        if self.type == "cuda":  # torch.xpu's variant returns a dict of features instead
+            exports["get_device_capability"] = self.get_device_capability
+        # torch.mps spells two of them differently.
+        exports["current_allocated_memory"] = lambda: self.memory_allocated(0)
+        exports["driver_allocated_memory"] = lambda: self.memory_allocated(0)
+        return exports

@@ -1,0 +1,215 @@
+"""Where the emulated runtime plugs into torch, at autoload: cheap Python patches only.
+
+* torch.xpu / torch.cuda / torch.mps get the device module's functions. torch's C++ calls
+  torch.<type>._lazy_init() before the first xpu/cuda tensor, which now loads the runtime.
+* MPS has no lazy-init hook (its ops reach the dispatcher directly), so a Python fallback on the
+  MPS key loads the runtime on the first MPS op, steps aside and re-runs the op on the C++ path.
+  Some MPS uses ask torch's device guard first (x.to("mps") looks up the current device): the
+  MPS guard is registered at autoload from a cached build, and, in the one process that has to
+  build it, Tensor.to / torch.tensor / torch.as_tensor load the runtime when they first see "mps".
+* A new device name takes torch's PrivateUse1 slot and is registered as torch.<name>.
+* torch.load(map_location=...) for emulated types: torch's own deserializers allocate with
+  torch.UntypedStorage(n, device=...), which a CPU build refuses for 'cuda' and 'mps'.
+* autograd: the runtime must be loaded before torch's first backward (the engine sizes its
+  device threads then, and torch then fixes its accelerator), and each backward makes its
+  outputs' device type torch's accelerator (see csrc/hooks.cpp).
+* torch's XPU and MPS accelerator hooks are created the first time anything asks torch for its
+  accelerator; ours must be registered by then. So a cached build is loaded (not configured) at
+  autoload, about 2 ms, and torch.accelerator's functions load the runtime before they run.
+"""
+
+import functools
+import inspect
+import threading
+import types
+from typing import Any
+
+import torch
+
+from .attach import Attachment
+
+_lock = threading.Lock()
+_modules: dict[str, Any] = {}  # device type -> DeviceModule
+_mps_stub: torch.library.Library | None = None
+_autograd_wrapped = False
+_serialization_registered = False
+_accelerator_wrapped = False
+
+
+def install(attachment: Attachment) -> None:
+    from .device_module import DeviceModule
+
+    module = DeviceModule(attachment)
+    with _lock:
+        _modules[attachment.device_type] = module
+        if attachment.dispatch_key == "PrivateUse1":
+            _register_new_device(attachment, module)
+        else:
+            target = getattr(torch, attachment.device_type)
+            for name, value in module.exports().items():
+                setattr(target, name, value)
+        preloaded = _preload_runtime()
+        if attachment.dispatch_key == "MPS":
+            _install_mps_stub()
+            # torch.backends.mps asks the C++ hooks, which would fix them before ours register.
+            torch.backends.mps.is_available = module.is_available
+            if preloaded is not None:
+                preloaded.register_guard_early("MPS", attachment.count)
+            else:
+                _load_on_first_mps_mention()
+        _wrap_autograd()
+        _wrap_accelerator()
+        _register_serialization()
+
+
+def device_module(device_type: str) -> Any:
+    """The DeviceModule serving `device_type`, or None when it is not emulated."""
+    return _modules.get(device_type)
+
+
+def refuse_device(device_type: str, reason: str) -> None:
+    """Make first use of `device_type` fail with `reason` (an explicit ask that cannot be served)."""
+    target = getattr(torch, device_type, None)
+    if target is None or device_type not in ("cuda", "xpu"):
+        return
+
+    def _lazy_init() -> None:
+        raise RuntimeError(f"torchplug cannot emulate '{device_type}': {reason}.")
+
+    target._lazy_init = _lazy_init
+
+
+def _register_new_device(attachment: Attachment, module: Any) -> None:
+    name = attachment.device_type
+    if torch._C._get_privateuse1_backend_name() != name:
+        torch.utils.rename_privateuse1_backend(name)  # once per process; attach checked it is free
+    namespace = types.ModuleType(f"torch.{name}", f"torchplug emulated device module for '{name}'")
+    for key, value in module.exports().items():
+        setattr(namespace, key, value)
+    torch._register_device_module(name, namespace)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+
+def _preload_runtime() -> Any:
+    """A cached build of the runtime, loaded but not configured, or None; never compiles or raises."""
+    try:
+        from ..extension import load_cached
+        from .build import NAME, sources
+
+        return load_cached(NAME, sources())
+    except Exception:  # the first device use builds it, or reports why it cannot
+        return None
+
+
+def _mentions_mps(values: Any) -> bool:
+    for value in values:
+        if isinstance(value, torch.device) and value.type == "mps":
+            return True
+        if isinstance(value, str) and value.split(":", 1)[0] == "mps":
+            return True
+    return False
+
+
+def _load_on_first_mps_mention() -> None:
+    """Until the runtime is built: the usual ways into an MPS device load it first, then step aside."""
+    originals = [(torch.Tensor, "to"), (torch, "tensor"), (torch, "as_tensor")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name in originals]
+
+    def restore() -> None:
+        for owner, name, function in saved:
+            setattr(owner, name, function)
+
+    for owner, name, function in saved:
+
+        @functools.wraps(function)
+        def loads_runtime_on_mps(*args: Any, __function: Any = function, **kwargs: Any) -> Any:
+            if _mentions_mps(args) or _mentions_mps(kwargs.values()):
+                from . import runtime
+
+                runtime.ensure()
+                restore()
+            return __function(*args, **kwargs)
+
+        setattr(owner, name, loads_runtime_on_mps)
+
+
+def _wrap_accelerator() -> None:
+    """torch.accelerator's functions load the runtime first (see the module docstring)."""
+    global _accelerator_wrapped
+    if _accelerator_wrapped:
+        return
+    for name in torch.accelerator.__all__:
+        function = getattr(torch.accelerator, name)
+        if not inspect.isfunction(function):
+            continue
+
+        @functools.wraps(function)
+        def loads_runtime_first(*args: Any, __function: Any = function, **kwargs: Any) -> Any:
+            from . import runtime
+
+            runtime.extension()
+            return __function(*args, **kwargs)
+
+        setattr(torch.accelerator, name, loads_runtime_first)
+    _accelerator_wrapped = True
+
+
+def _install_mps_stub() -> None:
+    global _mps_stub
+    if _mps_stub is not None:
+        return
+    stub = torch.library.Library("_", "IMPL")
+
+    def first_mps_op(op: Any, *args: Any, **kwargs: Any) -> Any:
+        from . import runtime
+
+        runtime.ensure()  # drops this stub, then registers the C++ fallback for MPS
+        return op(*args, **kwargs)
+
+    stub.fallback(first_mps_op, dispatch_key="MPS")
+    _mps_stub = stub
+
+
+def drop_mps_stub() -> None:
+    global _mps_stub
+    if _mps_stub is not None:
+        _mps_stub._destroy()
+        _mps_stub = None
+
+
+def _restore_location(storage: Any, location: str) -> Any:
+    """torch.load's deserializer for emulated devices: a CPU storage moved to the device."""
+    device_type = location.split(":", 1)[0]
+    module = _modules.get(device_type)
+    if module is None:
+        return None  # not ours: the next registered deserializer decides
+    device = module._device(torch.device(location))  # checks the index like torch's own loaders
+    host = torch.empty(0, dtype=torch.uint8).set_(storage)
+    return host.to(device).untyped_storage()
+
+
+def _register_serialization() -> None:
+    global _serialization_registered
+    if not _serialization_registered:
+        # Priority 15 runs before torch's cuda (20), mps (21) and xpu (25) deserializers.
+        torch.serialization.register_package(15, lambda obj: None, _restore_location)
+        _serialization_registered = True
+
+
+def _wrap_autograd() -> None:
+    global _autograd_wrapped
+    if _autograd_wrapped:
+        return
+    original = torch.autograd.graph._engine_run_backward
+
+    @functools.wraps(original)
+    def _engine_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        from . import runtime
+
+        runtime.prepare_backward(t_outputs)
+        return original(t_outputs, *args, **kwargs)
+
+    # torch.autograd imported the function by name, so both references are replaced.
+    torch.autograd.graph._engine_run_backward = _engine_run_backward
+    torch.autograd._engine_run_backward = _engine_run_backward
+    _autograd_wrapped = True

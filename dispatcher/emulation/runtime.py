@@ -1,0 +1,195 @@
+"""The loaded C++ runtime: built and configured on first device use, once per process.
+
+Every attached device type is configured together, the first time any of them is used, so the
+autograd engine (which sizes its device threads on its first backward) and torch's accelerator
+hooks see all of them at once.
+"""
+
+import atexit
+import ctypes
+import sys
+import threading
+import warnings
+import weakref
+from types import ModuleType
+
+import torch
+
+from ...entrypoints.loader import TorchplugWarning
+from .attach import Attachment, attached
+from .config import current
+
+_lock = threading.RLock()
+_ext: ModuleType | None = None
+_failure: BaseException | None = None
+_configured: set[str] = set()  # device types
+_pending_seeds: dict[str, dict[int, int]] = {}  # device type -> {index or -1 for all: seed}
+# Device types whose accelerator hooks torch lets us claim (see csrc/hooks.cpp).
+_ACCELERATOR_KEYS = {"XPU", "MPS", "PrivateUse1"}
+
+
+class EmulationNotice(TorchplugWarning):
+    """Shown once per device type: tensors on it live in host memory and kernels run on the CPU."""
+
+
+def is_configured(device_type: str) -> bool:
+    return device_type in _configured
+
+
+def extension() -> ModuleType:
+    """The runtime's C++ module, with every attached device type configured."""
+    ext = _ext
+    if ext is not None and len(_configured) == len(attached()):
+        return ext
+    return ensure()
+
+
+def ensure() -> ModuleType:
+    global _ext, _failure
+    with _lock:
+        if _failure is not None:  # a failed build is not retried in the same process
+            raise _failure
+        try:
+            if _ext is None:
+                from .build import load
+
+                _ext = load()
+            for attachment in attached().values():
+                if attachment.device_type not in _configured:
+                    _configure(_ext, attachment)
+            _choose_accelerator(_ext)
+        except Exception as err:
+            _failure = err
+            raise
+        return _ext
+
+
+def _configure(ext: ModuleType, a: Attachment) -> None:
+    from . import hooks
+
+    if a.dispatch_key == "MPS":
+        hooks.drop_mps_stub()  # the C++ fallback takes the MPS key over from the Python stub
+    refused = sorted(str(d).removeprefix("torch.") for d in a.refused_dtypes)
+    ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend)
+    if a.dispatch_key == "PrivateUse1":
+        ext.register_privateuse1_hooks()
+    for index, seed in _pending_seeds.pop(a.device_type, {}).items():
+        for i in range(a.count) if index < 0 else (index,):
+            ext.manual_seed(a.dispatch_key, i, seed)
+    _configured.add(a.device_type)
+    _notice(a)
+
+
+_accelerator_chosen = False
+
+
+def _choose_accelerator(ext: ModuleType) -> None:
+    """Until a backward picks one, torch's accelerator is the first type listed in TORCHPLUG_EMULATE."""
+    global _accelerator_chosen
+    if _accelerator_chosen:
+        return
+    by_backend = {a.backend: a for a in attached().values()}
+    for name in current().names:
+        a = by_backend.get(name)
+        if a is not None and a.dispatch_key in _ACCELERATOR_KEYS:
+            ext.set_accelerator(a.dispatch_key)
+            _accelerator_chosen = True
+            return
+
+
+def queue_seed(device_type: str, index: int, seed: int) -> None:
+    """manual_seed before the first device use: applied when the device type is configured."""
+    with _lock:
+        _pending_seeds.setdefault(device_type, {})[index] = seed
+
+
+_drain_registered = False
+
+
+def prepare_backward(tensors) -> None:
+    """Before autograd runs: load the runtime and make the roots' device type torch's accelerator."""
+    global _drain_registered
+    if not attached():
+        return
+    ext = extension()
+    if not _drain_registered:
+        atexit.register(_drain_autograd_workers)
+        _drain_registered = True
+    types = {t.device.type for t in tensors if isinstance(t, torch.Tensor)} & set(attached())
+    if not types:
+        return
+    if len(types) > 1:
+        raise RuntimeError(
+            f"backward over outputs on several emulated device types ({', '.join(sorted(types))}): torch "
+            "2.13's autograd engine serves one accelerator device type per backward call. Call backward "
+            "once per device type, or move the outputs to one device first."
+        )
+    a = attached()[types.pop()]
+    if a.dispatch_key not in _ACCELERATOR_KEYS:
+        raise RuntimeError(
+            f"backward on the emulated '{a.device_type}' device is not available with this torch build: "
+            "torch's autograd engine runs backward only on its single accelerator device type, and a "
+            "CPU-only torch fixes the 'cuda' accelerator slot while `import torch` runs, before any "
+            "plugin can claim it. Emulated xpu and mps support backward; see docs/emulation.md."
+        )
+    ext.set_accelerator(a.dispatch_key)
+
+
+def _drain_autograd_workers() -> None:
+    """At exit: let autograd's device threads drop the graphs they last ran while Python still runs.
+
+    A device thread may still hold a finished graph when the main thread, woken by its
+    completion, reaches interpreter shutdown. Releasing the graph then releases Python objects
+    (torch stashes a contextvars.Context in every backward's thread-local snapshot), which needs
+    the GIL and aborts the process ("terminate called without an active exception"). So each
+    device thread (one per device index) runs one more tiny backward, which it can start only
+    after finishing with the earlier graphs, and we wait until it has released that one as well:
+    the marker stashed in its snapshot is freed exactly then. Its leaf and gradient are kept
+    alive on purpose, so nothing else in it needs Python afterwards.
+    """
+    candidates = [
+        a for a in attached().values() if a.dispatch_key in _ACCELERATOR_KEYS and is_configured(a.device_type)
+    ]
+    for index in range(max((a.count for a in candidates), default=0)):
+        owner = next((a for a in candidates if index < a.count), None)
+        if owner is not None:
+            try:
+                _drain(torch.device(owner.device_type, index))
+            except Exception:  # exiting anyway: never turn a clean exit into an error
+                pass
+
+
+class _Marker:
+    """Freed when autograd's device thread lets go of the tiny graph that holds it."""
+
+
+def _drain(device: torch.device) -> None:
+    released = threading.Event()
+    marker = _Marker()
+    weakref.finalize(marker, released.set)
+    leaf = torch.zeros((), device=device, requires_grad=True)
+    grad = torch.ones((), device=device)
+    for kept in (leaf, grad):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
+    out = leaf * 1
+    prepare_backward((out,))
+    torch._C._stash_obj_in_tls("context", marker)  # what torch's _engine_run_backward stashes
+    try:
+        torch.autograd.Variable._execution_engine.run_backward(
+            (out,), (grad,), False, False, (), allow_unreachable=True, accumulate_grad=True
+        )
+    finally:
+        torch._C._remove_obj_from_tls("context")
+    del marker, out
+    released.wait(timeout=2.0)
+
+
+def _notice(a: Attachment) -> None:
+    message = (
+        f"torchplug: '{a.device_type}' is an EMULATED device (backend '{a.backend}', TORCHPLUG_EMULATE): "
+        f"{a.count} device(s) backed by host memory, kernels run on the CPU. It is not a real {a.label}."
+    )
+    try:
+        warnings.warn(message, EmulationNotice, stacklevel=4)
+    except Warning:  # warnings turned into errors must not make the device unusable
+        print(message, file=sys.stderr)
