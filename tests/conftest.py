@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 REAL_PLUGINS = ["cpu", "cuda", "mps", "rocm", "xpu"]
 _TORCHPLUG_VARS = ("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD")
+_KEPT_VARS = ("TORCHPLUG_CACHE", "TORCHPLUG_VERBOSE_BUILD")  # where and how extensions build, not behaviour
 
 
 def pytest_addoption(parser):
@@ -27,9 +28,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+CPU_ISAS = ["avx512", "avx2", "scalar"]  # the CPU kernels' instruction-set paths, best first
+
+
+@pytest.fixture(params=CPU_ISAS)
+def isa(request, ext):
+    """Each CPU-kernel ISA path this machine can run (`ext` is the test module's extension fixture)."""
+    if request.param not in ext.supported_isas():
+        pytest.skip(f"this CPU cannot run the {request.param} path (it supports {ext.supported_isas()})")
+    previous = ext.current_isa()
+    ext.set_isa(request.param)
+    yield request.param
+    ext.set_isa(previous)
+
+
 def clean_env(**overrides: str) -> dict[str, str]:
-    """The current environment without torchplug settings, plus `overrides`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_TORCHPLUG_VARS)}
+    """The current environment without torchplug settings (but with its build cache), plus `overrides`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_TORCHPLUG_VARS) or k in _KEPT_VARS}
     env.update(overrides)
     return env
 

@@ -14,11 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import CPU_ISAS as ISAS
 from conftest import run_python
 
 kernels = pytest.importorskip("torchplug_cpu.kernels")
-
-ISAS = ["avx512", "avx2", "scalar"]
 
 
 @pytest.fixture(scope="module")
@@ -30,16 +29,6 @@ def ext():
     yield module
     if not was_installed:
         kernels.unload()
-
-
-@pytest.fixture(params=ISAS)
-def isa(request, ext):
-    if request.param not in ext.supported_isas():
-        pytest.skip(f"this CPU cannot run the {request.param} path (it supports {ext.supported_isas()})")
-    previous = ext.current_isa()
-    ext.set_isa(request.param)
-    yield request.param
-    ext.set_isa(previous)
 
 
 def rand(*shape, gen=None, dtype=torch.float16):

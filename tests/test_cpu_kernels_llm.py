@@ -12,7 +12,6 @@ import torch.nn.functional as F
 
 kernels = pytest.importorskip("torchplug_cpu.kernels")
 
-ISAS = ["avx512", "avx2", "scalar"]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 EPS = 1e-6
 # One unit in the last place, relative: fp32 also carries its accumulation error (hidden <= 4101).
@@ -22,16 +21,6 @@ RTOL = {torch.float32: 2e-6, torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
 @pytest.fixture(scope="module")
 def ext():
     return kernels.extension()
-
-
-@pytest.fixture(params=ISAS)
-def isa(request, ext):
-    if request.param not in ext.supported_isas():
-        pytest.skip(f"this CPU cannot run the {request.param} path (it supports {ext.supported_isas()})")
-    previous = ext.current_isa()
-    ext.set_isa(request.param)
-    yield request.param
-    ext.set_isa(previous)
 
 
 def rand(*shape, dtype, seed=0, scale=1.0):
