@@ -50,13 +50,13 @@ def clean_env(**overrides: str) -> dict[str, str]:
 
 
 def run_python(code: str, *, path: Path | None = None, python: str = sys.executable,
-               check: bool = True, **env: str) -> subprocess.CompletedProcess:
+               check: bool = True, timeout: int = 600, **env: str) -> subprocess.CompletedProcess:
     """Run `code` in a new interpreter (cwd /, so the checkout is not importable by accident)."""
     environ = clean_env(**env)
     if path is not None:
         environ["PYTHONPATH"] = str(path)
     result = subprocess.run([python, "-c", textwrap.dedent(code)], env=environ, cwd="/",
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
