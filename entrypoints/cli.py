@@ -113,6 +113,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         verdict, detail = _doctor_check(row)
         if args.devices and verdict == "SKIP":  # a device asked for by name must work
             verdict = "FAIL"
+            if row.mode == "unavailable":
+                detail += f"; without the hardware, emulate it: TORCHPLUG_EMULATE={name}"
         results.append({"name": name, "mode": row.mode, "result": verdict, "detail": detail})
     failed = any(r["result"] == "FAIL" for r in results)
     if args.json:

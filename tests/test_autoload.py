@@ -119,7 +119,7 @@ def test_explicit_request_raises_recorded_reason_and_fix(broken_plugins):
     lines = dict(line.split(" | ", 1) for line in out.splitlines())
     assert "undefined symbol: npuInit" in lines["badimport"] and "Fix: reinstall" in lines["badimport"]
     assert "requires torch>=3.0" in lines["oldtorch"] and "Fix: install a tp-fake-oldtorch release" in lines["oldtorch"]
-    assert "built without XPU" in lines["xpu"]
+    assert "built without XPU" in lines["xpu"] and "TORCHPLUG_EMULATE=xpu" in lines["xpu"]
     assert "did you mean 'xpu'?" in lines["xpuu"]
     assert lines["good"] == "FakeBackend"
 
@@ -164,3 +164,10 @@ def test_torch_autoload_switch_is_respected_and_explicit_load_still_works():
 def test_importing_torchplug_before_torch_is_safe(first_import):
     out = run_python(f"import {first_import}; import torchplug.entrypoints as ep; print(ep.loaded())").stdout
     assert out.strip() == str(REAL_PLUGINS)
+
+
+def test_doctor_fails_a_named_device_without_hardware_and_says_how_to_emulate_it():
+    result = run_cli("doctor", "xpu")
+    assert result.returncode == 1
+    assert "built without XPU; without the hardware, emulate it: TORCHPLUG_EMULATE=xpu" in result.stdout
+    assert run_cli("doctor", "xpu", TORCHPLUG_EMULATE="xpu").returncode == 0
