@@ -238,6 +238,16 @@ class HostCall {
     }
   }
 
+  template <class Fn>
+  static c10::List<at::Tensor> mapped(const c10::List<at::Tensor>& list, Fn&& fn) {
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) {
+      out.push_back(fn(t));
+    }
+    return out;
+  }
+
   void rewrite() {
     auto args = stack_->end() - static_cast<std::ptrdiff_t>(nargs_);
     for (size_t i = 0; i < nargs_; ++i) {
@@ -247,13 +257,7 @@ class HostCall {
           v = host_tensor(v.toTensor());
         }
       } else if (v.isTensorList()) {
-        c10::List<at::Tensor> list = v.toTensorList();
-        c10::List<at::Tensor> host;
-        host.reserve(list.size());
-        for (const at::Tensor& t : list) {
-          host.push_back(on_device(t) ? host_tensor(t) : t);
-        }
-        v = std::move(host);
+        v = mapped(v.toTensorList(), [this](const at::Tensor& t) { return on_device(t) ? host_tensor(t) : t; });
       } else if (v.isList()) {
         c10::List<c10::IValue> list = v.toList();
         for (size_t j = 0; j < list.size(); ++j) {
@@ -354,13 +358,7 @@ class HostCall {
       if (v.isTensor()) {
         v = device_tensor(v.toTensor());
       } else if (v.isTensorList()) {
-        c10::List<at::Tensor> list = v.toTensorList();
-        c10::List<at::Tensor> mapped;
-        mapped.reserve(list.size());
-        for (const at::Tensor& t : list) {
-          mapped.push_back(device_tensor(t));
-        }
-        v = std::move(mapped);
+        v = mapped(v.toTensorList(), [this](const at::Tensor& t) { return device_tensor(t); });
       }
     }
   }
