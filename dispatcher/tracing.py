@@ -14,6 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ..entrypoints import records
+from ..entrypoints.table import format_table
 from .registry import qualified_name
 from .routes import route
 
@@ -33,11 +34,9 @@ class Trace:
     events: list[TraceEvent] = field(default_factory=list)
 
     def table(self) -> str:
-        rows = [("op", "device", "dtypes", "shapes", "route", "time (us)")]
-        rows += [(e.op, e.device, ",".join(e.dtypes), " ".join(str(list(s)) for s in e.shapes), e.route,
-                  f"{e.duration_us:.1f}") for e in self.events]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+        return format_table(("op", "device", "dtypes", "shapes", "route", "time (us)"),
+                            [(e.op, e.device, ",".join(e.dtypes), " ".join(str(list(s)) for s in e.shapes), e.route,
+                              f"{e.duration_us:.1f}") for e in self.events])
 
 
 def _backends_by_device_type() -> dict[str, tuple[str, str]]:

@@ -8,6 +8,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .table import format_table
+
 ENV_VARS = (
     "TORCH_DEVICE_BACKEND_AUTOLOAD", "TORCHPLUG_DEVICES", "TORCHPLUG_DISABLE", "TORCHPLUG_STRICT",
     "TORCHPLUG_EMULATE", "TORCHPLUG_CACHE",
@@ -52,12 +54,6 @@ def _environment() -> dict[str, str]:
     return {"torch": torch.__version__, "torchplug": __version__, "python": sys.version.split()[0], **settings}
 
 
-def _print_table(header: Sequence[str], rows: list[Sequence[str]]) -> None:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    for line in [header, *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip())
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     rows = plugin_rows()
     if args.json:
@@ -67,8 +63,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no torchplug plugins installed (pip install ./devices/<name>)")
         return 0
-    _print_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "REASON"),
-                 [(r.name, r.distribution, r.version, r.mode, r.status, r.reason) for r in rows])
+    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "REASON"),
+                 [(r.name, r.distribution, r.version, r.mode, r.status, r.reason) for r in rows]))
     for row in rows:
         if row.fix and row.status != "loaded":
             print(f"\n{row.name}: fix: {row.fix}")
@@ -121,8 +117,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(json.dumps({"environment": _environment(), "results": results, "ok": not failed}, indent=2))
     else:
         print(" ".join(f"{k}={v}" for k, v in _environment().items()))
-        _print_table(("DEVICE", "MODE", "RESULT", "DETAIL"),
-                     [(r["name"], r["mode"], r["result"], r["detail"]) for r in results])
+        print(format_table(("DEVICE", "MODE", "RESULT", "DETAIL"),
+                     [(r["name"], r["mode"], r["result"], r["detail"]) for r in results]))
         print("\nall requested devices work" if not failed else "\nsome devices FAILED (see DETAIL)")
     return 1 if failed else 0
 
