@@ -29,14 +29,18 @@ def _check_policy(policy: str, origin: str) -> str:
     return policy
 
 
+def _entries(variable: str) -> list[str]:
+    return [entry.strip() for entry in os.environ.get(variable, "").split(",") if entry.strip()]
+
+
 def _env_policies(backend: str) -> list[tuple[str, str | None]]:
     """(policy, op or None) pairs that the environment sets for `backend`, in the order to apply."""
     pairs: list[tuple[str, str | None]] = []
-    for entry in filter(None, (e.strip() for e in os.environ.get("TORCHPLUG_FALLBACK", "").split(","))):
+    for entry in _entries("TORCHPLUG_FALLBACK"):
         name, _, policy = entry.rpartition("=")
         if name in ("", backend):
             pairs.append((_check_policy(policy, f"TORCHPLUG_FALLBACK entry {entry!r}"), None))
-    for entry in filter(None, (e.strip() for e in os.environ.get("TORCHPLUG_FALLBACK_OPS", "").split(","))):
+    for entry in _entries("TORCHPLUG_FALLBACK_OPS"):
         op, sep, policy = entry.rpartition("=")
         if not sep:
             raise ValueError(f"TORCHPLUG_FALLBACK_OPS entry {entry!r} must look like aten::nonzero=allow")
