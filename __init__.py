@@ -15,18 +15,17 @@ API_VERSION = 1
 # autoload then runs the plugin loader while no torchplug module is half-initialised.
 import torch  # noqa: E402,F401
 
-_SUBMODULES = ("dispatcher", "entrypoints", "conformance")
-_ALIASES = {"ops": "dispatcher.ops"}  # `from torchplug import ops`: the portable op library
+_SUBMODULES = ("dispatcher", "entrypoints", "conformance", "ops")
 _ENTRYPOINT_EXPORTS = ("Backend", "BackendSpec", "PluginError", "backend")
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES or name in _ALIASES:
-        return import_module(f"{__name__}.{_ALIASES.get(name, name)}")
+    if name in _SUBMODULES:
+        return import_module(f"{__name__}.{name}")
     if name in _ENTRYPOINT_EXPORTS:
         return getattr(import_module(f"{__name__}.entrypoints"), name)
     raise AttributeError(f"module 'torchplug' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_SUBMODULES, *_ALIASES, *_ENTRYPOINT_EXPORTS])
+    return sorted([*globals(), *_SUBMODULES, *_ENTRYPOINT_EXPORTS])

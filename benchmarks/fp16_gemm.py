@@ -3,17 +3,17 @@
     python benchmarks/fp16_gemm.py [--quick] [--threads N]
 
 Everything is measured in this one run. Stock fp16 runs first, in a subprocess with
-TORCHPLUG_DISABLE=cpu that never loads torchplug's kernels; then this process loads them and
-measures fp32, torchplug fp16 and bf16 (fp32 and bf16 still run torch's own kernels, through
-torchplug's dtype split), calling them in turn so that load changes hit all alike. Figures are
-medians; cases that take over ~2 s per call (stock fp16 / bf16 at 2048^2 on CPUs without
-AVX512-FP16 / AVX512-BF16) run once. The cost of the dtype split on fp32 / bf16 is measured by
-switching the overrides off and on in turn, in this process.
+TORCHPLUG_DISABLE=cpu that never loads torchplug's kernels. Then this process (torchplug's kernels
+registered) measures fp32, torchplug fp16 and bf16 (fp32 and bf16 still run torch's own kernels,
+through torchplug's dtype split), calling the dtypes in turn so that load changes hit all alike.
+The plugin's cost on the dtypes it does not serve is measured in pairs of fresh processes without
+and with it, alternating. Figures are medians; cases that take over ~2 s per call (stock fp16 /
+bf16 at 2048^2 on CPUs without AVX512-FP16 / AVX512-BF16) run once.
 Then the fp16 MLP of issue 5 (Linear 1024->4096, GELU, Linear 4096->1024) compiled with
 torch.compile: torchplug in default mode against stock default and stock max-autotune + freezing
-(both in the stock subprocess). A last table times the four portable LLM ops against their
-plain-torch reference. --quick skips the 2048^2 row, the slow stock / bf16 cases and the compiled
-MLP; --no-compile skips only the compiled MLP.
+(both in the stock subprocess). A last table times the four portable LLM ops (torchplug.ops,
+served on the CPU by torchplug's kernels) against their plain-torch reference. --quick skips the
+2048^2 row, the slow stock / bf16 cases and the compiled MLP; --no-compile skips only the MLP.
 """
 
 import argparse
@@ -85,8 +85,10 @@ def gflops(flops, seconds):
     return flops / seconds / 1e9
 
 
-def measure(dtypes, quick):
-    """{case: {dtype: (GFLOP/s, runs)}} for this process's kernels, the dtypes interleaved."""
+def measure(dtypes, quick, skip_slow=False):
+    """{case: {dtype: (GFLOP/s, runs)}} for this process's kernels, the dtypes interleaved.
+
+    The slow cases (stock fp16 / bf16 above 2 GFLOP) are skipped with `quick` or `skip_slow`."""
     results = {}
     for name, flops, setup in CASES:
         if quick and "2048" in name:
@@ -94,7 +96,7 @@ def measure(dtypes, quick):
         fns = {}
         for dtype in dtypes:
             slow_stock = dtype in ("float16-stock", "bfloat16") and flops > 2e9
-            if not (quick and slow_stock):
+            if not ((quick or skip_slow) and slow_stock):
                 torch.manual_seed(0)
                 fns[dtype] = setup(getattr(torch, dtype.split("-")[0]))
         results[name] = {dtype: (gflops(flops, sec), runs) for dtype, (sec, runs) in interleaved(fns).items()}
@@ -131,33 +133,34 @@ def stock_worker(quick, compile_mlp):
     print(json.dumps(result))
 
 
-def split_overhead(kernels, quick, rounds=5):
-    """[case, dtype, stock, with plugin, ratio]: medians of runs alternating overrides off / on."""
-    rows = []
-    for name, flops, setup in CASES:
-        for dtype in (torch.float32, torch.bfloat16):
-            if (dtype == torch.bfloat16 and flops > 1e9) or (quick and "2048" in name):
-                continue  # stock bf16 is slow without AVX512-BF16: the small shapes tell the same
-            torch.manual_seed(0)
-            fn = setup(dtype)
-            off, on = [], []
-            for _ in range(rounds):
-                kernels.unload()
-                off.append(median_seconds(fn, budget_s=0.3, max_runs=5)[0])
-                kernels.load()
-                on.append(median_seconds(fn, budget_s=0.3, max_runs=5)[0])
-            stock, plugin = gflops(flops, statistics.median(off)), gflops(flops, statistics.median(on))
-            rows.append([name, str(dtype).replace("torch.", ""), f"{stock:.1f}", f"{plugin:.1f}", f"{plugin / stock:.3f}"])
-    return rows
+def dtype_worker(quick):
+    """Runs in a subprocess, with or without the plugin: fp32 and bf16, the slow cases left out."""
+    print(json.dumps(measure(["float32", "bfloat16"], quick, skip_slow=True)))
 
 
-def run_stock(quick, compile_mlp, threads):
+def run_worker(flag, quick, threads, plugin=False, compile_mlp=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPLUG_")}
-    env["TORCHPLUG_DISABLE"] = "cpu"
-    cmd = [sys.executable, os.path.abspath(__file__), "--stock-worker", f"--threads={threads}"]
+    if not plugin:
+        env["TORCHPLUG_DISABLE"] = "cpu"
+    cmd = [sys.executable, os.path.abspath(__file__), flag, f"--threads={threads}"]
     cmd += (["--quick"] if quick else []) + ([] if compile_mlp else ["--no-compile"])
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def other_dtype_rows(quick, threads, rounds=5):
+    """[case, dtype, stock, with torchplug, ratio]: medians over `rounds` pairs of fresh processes
+    without (TORCHPLUG_DISABLE=cpu) and with the plugin, alternating."""
+    runs = {plugin: [] for plugin in (False, True)}
+    for _ in range(rounds):
+        for plugin in runs:
+            runs[plugin].append(run_worker("--dtype-worker", quick, threads, plugin=plugin))
+    rows = []
+    for case, dtypes in runs[True][0].items():
+        for dtype in dtypes:
+            before, after = (statistics.median(run[case][dtype][0] for run in runs[plugin]) for plugin in (False, True))
+            rows.append([case, dtype, f"{before:.1f}", f"{after:.1f}", f"{after / before:.3f}"])
+    return rows
 
 
 # ---- portable ops ----------------------------------------------------------------------------------
@@ -189,7 +192,9 @@ def ref_rotary(q, k, cos, sin):
     return rotate(q), rotate(k)
 
 
-def op_rows(ext):
+def op_rows():
+    from torchplug import ops
+
     tokens, hidden, inter, heads, kv_heads, head_dim, eps = 512, 4096, 11008, 32, 8, 128, 1e-6
     rows = []
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
@@ -200,13 +205,13 @@ def op_rows(ext):
         angle = torch.randn(tokens, head_dim // 2)
         cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
         cases = [
-            ("rms_norm", f"{tokens}x{hidden}", lambda: ref_rms_norm(x, w, eps), lambda: ext.rms_norm(x, w, eps)),
+            ("rms_norm", f"{tokens}x{hidden}", lambda: ref_rms_norm(x, w, eps), lambda: ops.rms_norm(x, w, eps)),
             # in place on the same buffers every call: the values drift, the work does not
             ("fused_add_rms_norm", f"{tokens}x{hidden}", lambda: ref_fused_add_rms_norm_(x, res, w, eps),
-             lambda: ext.fused_add_rms_norm_(x, res, w, eps)),
-            ("silu_and_mul", f"{tokens}x{2 * inter}", lambda: ref_silu_and_mul(gate_up), lambda: ext.silu_and_mul(gate_up)),
+             lambda: ops.fused_add_rms_norm(x, res, w, eps)),
+            ("silu_and_mul", f"{tokens}x{2 * inter}", lambda: ref_silu_and_mul(gate_up), lambda: ops.silu_and_mul(gate_up)),
             ("rotary_embedding", f"q {tokens}x{heads}x{head_dim}, k x{kv_heads}", lambda: ref_rotary(q, k, cos, sin),
-             lambda: ext.rotary_embedding(q, k, cos, sin)),
+             lambda: ops.rotary_embedding(q, k, cos, sin)),
         ]
         for name, shape, ref, ours in cases:
             t_ref, _ = median_seconds(ref, budget_s=0.5, max_runs=25)
@@ -232,18 +237,21 @@ def main():
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled MLP")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: all)")
     parser.add_argument("--stock-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     compile_mlp = not (args.quick or args.no_compile)
     if args.stock_worker:
         return stock_worker(args.quick, compile_mlp)
+    if args.dtype_worker:
+        return dtype_worker(args.quick)
 
     load_start = os.getloadavg()[0]
-    stock_run = run_stock(args.quick, compile_mlp, args.threads)
+    stock_run = run_worker("--stock-worker", args.quick, args.threads, compile_mlp=compile_mlp)
     stock = stock_run["gemm"]
     from torchplug_cpu import kernels
 
-    ext = kernels.load()
+    ext = kernels.load()  # autoload registered them if built; this builds them if not
     ours = measure(["float32", "float16", "bfloat16"], args.quick)
     mlp = compiled_mlp_ms("default") if compile_mlp else None
 
@@ -270,8 +278,9 @@ def main():
     print_table(["shape", "torch fp32", "torch fp16 (stock)", "torchplug fp16", "torch bf16", "torchplug fp16 / fp32"], rows)
     print()
     print("\n".join(verdicts))
-    print("\nfp32 / bf16 GFLOP/s with the overrides off (stock) and on, alternating (target: within 3%)\n")
-    print_table(["shape", "dtype", "stock", "with torchplug", "ratio"], split_overhead(kernels, args.quick))
+    print("\nfp32 / bf16 GFLOP/s without torchplug and with it: medians of 5 pairs of fresh processes, "
+          "alternating (target: within 3%)\n")
+    print_table(["shape", "dtype", "stock", "with torchplug", "ratio"], other_dtype_rows(args.quick, args.threads))
     if mlp:
         print("\nfp16 MLP 1024->4096->1024 (GELU) under torch.compile, ms per call (median)\n")
         mlp_rows, stock_mlp = [], stock_run["mlp"]
@@ -286,7 +295,7 @@ def main():
         print()
         print("\n".join(verdicts[-len(MLP_BATCHES):]))
     print("\nPortable ops, microseconds (median), plain-torch reference vs torchplug's kernel\n")
-    print_table(["op", "dtype", "shape", "torch reference", "torchplug", "speed-up"], op_rows(ext))
+    print_table(["op", "dtype", "shape", "torch reference", "torchplug.ops", "speed-up"], op_rows())
 
 
 if __name__ == "__main__":

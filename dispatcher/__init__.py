@@ -10,7 +10,8 @@ from typing import Any
 _EXPORTS = {
     "coverage_table": ("Coverage", "coverage"),
     "fallback": ("enable_fallback", "fallback_stats", "reset_fallback_stats", "set_fallback_policy"),
-    "registry": ("Registration", "RegistrationError", "kernel", "register", "registrations", "resolve_schema"),
+    "registry": ("Registration", "RegistrationError", "kernel", "register", "registrations", "resolve_schema",
+                 "unregister", "when_torchplug_ops_defined"),
     "routes": ("Route", "route"),
     "tracing": ("Trace", "TraceEvent", "trace"),
 }

@@ -76,6 +76,8 @@ def load_extension(name: str, sources: Sequence[Path], extra_cflags: Sequence[st
 
     cflags = [*_OPTIMIZE, *(extra_cflags or ())]
     build_directory = cache_dir() / name
+    print(f"torchplug: compiling the C++ extension {name!r} for torch {torch.__version__} (once; up to a "
+          f"minute or two) in {build_directory}", file=sys.stderr, flush=True)
     build_directory.mkdir(parents=True, exist_ok=True)
     try:
         module = cpp_extension.load(

@@ -1,14 +1,14 @@
 """The dispatcher's C++ half (csrc/): the dtype split and the governed fallback, built on first use."""
 
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from .extension import load_extension
+from .extension import load_cached, load_extension
 
-_SOURCES = ("bindings.cpp", "dtype_split.cpp", "governed_fallback.cpp")
+_NAME = "torchplug_dispatch"
+_SOURCES = [Path(__file__).parent / "csrc" / name for name in ("bindings.cpp", "dtype_split.cpp", "governed_fallback.cpp")]
 
 
-@cache
-def extension() -> ModuleType:
-    return load_extension("torchplug_dispatch", [Path(__file__).parent / "csrc" / name for name in _SOURCES])
+def extension(build: bool = True) -> ModuleType | None:
+    """The compiled module, built first if needed; with build=False, None unless a build is cached."""
+    return load_extension(_NAME, _SOURCES) if build else load_cached(_NAME, _SOURCES)

@@ -23,8 +23,8 @@ def _check(op: str, condition: bool, message: str) -> None:
 
 def _check_norm_args(op: str, x: Tensor, weight: Tensor) -> None:
     _check(op, x.dim() >= 1 and tuple(weight.shape) == (x.shape[-1],),
-           f"weight must have shape ({x.shape[-1] if x.dim() else '?'},) to match x {tuple(x.shape)}, "
-           f"got {tuple(weight.shape)}")
+           f"weight must have shape ({x.shape[-1] if x.dim() else '?'},) to match x {list(x.shape)}, "
+           f"got {list(weight.shape)}")
 
 
 def _wide(t: Tensor) -> Tensor:
@@ -88,7 +88,7 @@ def _fused_add_rms_norm_inplace(x: Tensor, residual: Tensor, weight: Tensor, eps
     """residual += x; x = rms_norm(residual) * weight. The kernel backends replace."""
     _check_norm_args("fused_add_rms_norm_", x, weight)
     _check("fused_add_rms_norm_", x.shape == residual.shape,
-           f"x {tuple(x.shape)} and residual {tuple(residual.shape)} must have the same shape")
+           f"x {list(x.shape)} and residual {list(residual.shape)} must have the same shape")
     residual.add_(x)
     x.copy_(_rms_norm_ref(residual, weight, eps))
 
@@ -148,7 +148,7 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float) 
 
 def _check_gated(x: Tensor) -> None:
     _check("silu_and_mul", x.dim() >= 1 and x.shape[-1] % 2 == 0,
-           f"the last dimension of x {tuple(x.shape)} must be even: it holds [gate, up] halves")
+           f"the last dimension of x {list(x.shape)} must be even: it holds [gate, up] halves")
 
 
 @torch.library.custom_op(f"{_LIB}::silu_and_mul", mutates_args=())
@@ -183,13 +183,13 @@ silu_and_mul.register_autograd(_silu_and_mul_backward,
 
 def _check_rotary(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> None:
     _check("rotary_embedding", q.dim() == 3 and k.dim() == 3 and q.shape[-1] % 2 == 0,
-           f"q {tuple(q.shape)} and k {tuple(k.shape)} must be [tokens, heads, head_dim] with an even head_dim")
+           f"q {list(q.shape)} and k {list(k.shape)} must be [tokens, heads, head_dim] with an even head_dim")
     tokens, head_dim = q.shape[0], q.shape[-1]
     _check("rotary_embedding", k.shape[0] == tokens and k.shape[-1] == head_dim,
-           f"k {tuple(k.shape)} must match q {tuple(q.shape)} in tokens and head_dim")
+           f"k {list(k.shape)} must match q {list(q.shape)} in tokens and head_dim")
     want = (tokens, head_dim // 2)
     _check("rotary_embedding", tuple(cos.shape) == want and tuple(sin.shape) == want,
-           f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must be [tokens, head_dim // 2] = {want}")
+           f"cos {list(cos.shape)} and sin {list(sin.shape)} must be [tokens, head_dim // 2] = {want}")
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -235,3 +235,8 @@ rotary_embedding.register_autograd(
     _rotary_backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(*inputs))
 
 __all__ = ["fused_add_rms_norm", "rms_norm", "rotary_embedding", "silu_and_mul"]
+
+# Backends that loaded before these ops existed register their kernels for them now.
+from .registry import _torchplug_ops_defined  # noqa: E402  -- the ops above must exist first
+
+_torchplug_ops_defined()

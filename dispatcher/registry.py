@@ -163,6 +163,43 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
     return registration
 
 
+def unregister(registration: Registration) -> None:
+    """Withdraw a registration: its dtypes go to the next registered kernel, or back to torch's."""
+    with _lock:
+        existing = _registrations.get((registration.op, registration.backend), [])
+        if registration not in existing:
+            raise RegistrationError(f"{registration.op} on {registration.backend} has no such registration "
+                                    f"(from {registration.plugin}); was it unregistered already?")
+        existing.remove(registration)
+        spec = loaded_backend(registration.backend).spec
+        _install(registration.op, registration.backend, spec.dispatch_key, registration.dtypes)
+
+
+_ops_defined = False
+_waiting_for_ops: list[Callable[[], Any]] = []
+
+
+def when_torchplug_ops_defined(register_kernels: Callable[[], Any]) -> None:
+    """Call `register_kernels` once torchplug's own ops exist: now, or when torchplug.ops is imported.
+
+    Defining them costs ~10 ms, so a backend registering kernels for them at autoload waits
+    instead of importing them inside ``import torch``.
+    """
+    with _lock:
+        if _ops_defined:
+            register_kernels()
+        else:
+            _waiting_for_ops.append(register_kernels)
+
+
+def _torchplug_ops_defined() -> None:
+    global _ops_defined
+    with _lock:
+        _ops_defined = True
+        while _waiting_for_ops:
+            _waiting_for_ops.pop(0)()
+
+
 def kernel(op: str | torch._ops.OpOverload, *, backend: str, dtypes: Iterable[torch.dtype] | None = None,
            priority: int = 0) -> Callable[[KernelT], KernelT]:
     """Decorator form of `register`."""
@@ -188,7 +225,6 @@ def _install(op: str, backend: str, dispatch_key: str, dtypes: frozenset[torch.d
     by_kernel: dict[str, list[torch.dtype]] = {}
     for dtype in dtypes:
         chosen = winner(op, backend, dtype)
-        assert chosen is not None
-        by_kernel.setdefault(chosen.kernel_op, []).append(dtype)
+        by_kernel.setdefault(chosen.kernel_op if chosen else "", []).append(dtype)  # "": torch's kernel
     for kernel_op, kernel_dtypes in by_kernel.items():
         extension().route(op, dispatch_key, kernel_dtypes, kernel_op)

@@ -216,7 +216,7 @@ def _load(record: PluginRecord) -> None:
             raise
         _register(record, obj)
     except Exception as err:
-        record.status, record.reason = "failed", f"{type(err).__name__}: {err}"
+        record.backend, record.status, record.reason = None, "failed", f"{type(err).__name__}: {err}"
         record.traceback = "".join(traceback.format_exception(err, limit=-6))
         record.fix = (
             f"reinstall or upgrade {record.distribution}, or set TORCHPLUG_DISABLE={record.name} "
@@ -237,8 +237,10 @@ def _register(record: PluginRecord, obj: object) -> None:
             f"(the entry point name), got {spec!r}"
         )
     spec.validate(torch.__version__)
-    obj.setup()
+    # Loaded before setup(), so that setup() can register kernels through torchplug's dispatcher;
+    # if setup() raises, _load records the plugin as failed.
     record.backend, record.status, record.reason, record.fix = obj, "loaded", "", ""
+    obj.setup()
 
 
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;)]*)\)?\s*(;.*)?$")

@@ -19,6 +19,19 @@ def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="also run the tests marked slow")
 
 
+def pytest_sessionstart(session):
+    """Build torchplug-cpu's kernels (and the dispatcher's C++ half) before any test runs.
+
+    Inside ``import torch`` the plugin only loads cached builds, so every test process then finds
+    them built and active, whatever order the tests run in.
+    """
+    try:
+        from torchplug_cpu import kernels
+    except ImportError:  # the CPU plugin is not installed: its tests skip themselves
+        return
+    kernels.load()
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--runslow"):
         return
@@ -28,7 +41,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-CPU_ISAS = ["avx512", "avx2", "scalar"]  # the CPU kernels' instruction-set paths, best first
+# The CPU kernels' instruction-set paths, best first; avx512emu (the AVX-512 path's 16-lane code
+# and tiling on AVX2) is last because it is a test path, never the default.
+CPU_ISAS = ["avx512", "avx2", "scalar", "avx512emu"]
 
 
 @pytest.fixture(params=CPU_ISAS)

@@ -13,6 +13,7 @@ import threading
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
 
 from conftest import CPU_ISAS as ISAS
 from conftest import run_python
@@ -22,12 +23,11 @@ kernels = pytest.importorskip("torchplug_cpu.kernels")
 
 @pytest.fixture(scope="module")
 def ext():
-    """The extension with the overrides installed; the previous state is restored afterwards."""
-    module = kernels.extension()
-    was_installed = module.aten_overrides_installed()
-    kernels.load()
+    """The extension with the kernels registered; the previous state is restored afterwards."""
+    was_loaded = kernels.loaded()
+    module = kernels.load()
     yield module
-    if not was_installed:
+    if not was_loaded:
         kernels.unload()
 
 
@@ -339,7 +339,7 @@ def test_float32_and_bfloat16_are_bit_identical_to_stock(ext, tmp_path):
     stock = stock_process_results(tmp_path, OTHER_DTYPE_CASES)
     namespace = {"torch": torch}
     exec(OTHER_DTYPE_CASES, namespace)
-    assert ext.aten_overrides_installed()
+    assert kernels.loaded()
     for name, expected in stock.items():
         assert torch.equal(namespace["RESULTS"][name], expected), name
 
@@ -375,7 +375,8 @@ def test_accuracy_is_no_worse_than_stock_fp16_including_long_k(isa, ext, tmp_pat
 def test_isa_lists_and_default(ext):
     assert list(ext.known_isas()) == ISAS
     supported = list(ext.supported_isas())
-    assert supported and supported[-1] == "scalar" and set(supported) <= set(ISAS)
+    assert supported and "scalar" in supported and set(supported) <= set(ISAS)
+    assert supported[0] != "avx512emu" and kernels.select_isa("") == supported[0]  # the default
     assert kernels.supported_isas() == supported
 
 
@@ -396,7 +397,7 @@ def test_isa_environment_variable(ext):
     assert isa_for("scalar") == {"isa": "scalar"}
     assert isa_for("") == {"isa": ext.supported_isas()[0]}
     bogus = isa_for("sse9")["error"]
-    assert "unknown TORCHPLUG_CPU_ISA=sse9" in bogus and "avx512, avx2, scalar" in bogus
+    assert "unknown TORCHPLUG_CPU_ISA=sse9" in bogus and "avx512, avx2, scalar, avx512emu" in bogus
     for name in ISAS:
         if name in ext.supported_isas():
             assert isa_for(name.upper()) == {"isa": name}
@@ -410,30 +411,79 @@ def test_set_isa_rejects_unknown_names(ext):
         ext.set_isa("neon")
 
 
-def test_load_installs_once_quietly_and_unload_restores_stock():
+def test_autoload_registers_the_kernels_and_unload_restores_stock():
     code = """
-        import json, threading, warnings, torch
-        from torchplug_cpu import kernels
+        import json, threading, warnings
         warnings.simplefilter("error")
+        import torch
+        from torchplug_cpu import kernels
+        ext = kernels.extension()
         a, b = torch.randn(8, 8).half(), torch.randn(8, 8).half()
-        stock = a @ b
+
+        def routed():
+            before = ext.fp16_gemm_calls()
+            result = a @ b
+            return ext.fp16_gemm_calls() - before, result
+
+        at_import, ours = kernels.loaded(), routed()[0]
+        kernels.unload()
+        after_unload = routed()[0]
         threads = [threading.Thread(target=kernels.load) for _ in range(4)]
         [t.start() for t in threads]
         [t.join() for t in threads]
-        ext = kernels.load()
-        routed = ext.fp16_gemm_calls()
-        a @ b
-        routed = ext.fp16_gemm_calls() - routed
-        kernels.unload()
-        after = ext.fp16_gemm_calls()
-        again = a @ b
-        print(json.dumps({"routed": routed, "after_unload": ext.fp16_gemm_calls() - after,
-                          "installed": ext.aten_overrides_installed(), "stock_again": torch.equal(again, stock)}))
+        print(json.dumps({"at_import": at_import, "ours": ours, "after_unload": after_unload,
+                          "reloaded": routed()[0], "registrations": len(kernels._registrations)}))
     """
     result = run_python(code)
-    assert json.loads(result.stdout) == {"routed": 1, "after_unload": 0, "installed": False, "stock_again": True}
-    assert "Overriding a previously registered kernel" not in result.stderr
+    assert json.loads(result.stdout) == {"at_import": True, "ours": 1, "after_unload": 0, "reloaded": 1,
+                                         "registrations": len(kernels.GEMM_OPS)}
     assert "Warning" not in result.stderr, result.stderr
+
+
+def test_disabled_plugin_leaves_torch_stock():
+    code = """
+        import json, sys, torch
+        print(json.dumps({"loaded": sorted(m for m in ("torchplug_cpu_ext", "torchplug_dispatch") if m in sys.modules),
+                          "mm": "dtype_split.cpp" in torch._C._dispatch_dump("aten::mm")}))
+    """
+    assert json.loads(run_python(code, TORCHPLUG_DISABLE="cpu").stdout) == {"loaded": [], "mm": False}
+    assert json.loads(run_python(code).stdout) == {"loaded": ["torchplug_cpu_ext", "torchplug_dispatch"],
+                                                   "mm": True}
+
+
+def test_cold_cache_warns_with_the_fix_and_never_compiles_in_import_torch(tmp_path):
+    code = """
+        import json, time, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch
+        import torchplug_cpu
+        from torchplug_cpu import kernels
+        a = torch.ones(4, 4).half()
+        print(json.dumps({"warnings": [str(w.message) for w in caught], "loaded": kernels.loaded(),
+                          "status": torchplug_cpu.backend.status().reason, "works": (a @ a)[0, 0].item()}))
+    """
+    result = run_python(code, TORCHPLUG_CACHE=str(tmp_path))
+    report = json.loads(result.stdout)
+    assert not report["loaded"] and report["works"] == 4.0
+    assert "torchplug doctor cpu" in report["status"]
+    assert [w for w in report["warnings"] if "not built yet" in w and "torchplug doctor cpu" in w]
+    assert "compiling" not in result.stderr and not any(tmp_path.iterdir())
+
+
+def test_an_impossible_isa_keeps_the_device_and_says_why():
+    code = """
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch
+        import torchplug_cpu
+        from torchplug.entrypoints import loader
+        print(json.dumps({"status": loader.loaded_backend("cpu").status().reason,
+                          "warned": any("TORCHPLUG_CPU_ISA=sse9" in str(w.message) for w in caught)}))
+    """
+    report = json.loads(run_python(code, TORCHPLUG_CPU_ISA="sse9").stdout)
+    assert report["warned"] and report["status"].startswith("kernels not registered: unknown TORCHPLUG_CPU_ISA=sse9")
 
 
 def test_loading_is_thread_safe_while_computing(ext):
@@ -475,8 +525,10 @@ def test_compiled_fp16_mlp_uses_the_fp16_gemm(ext):
     x = rand(8, 64)
     with torch.no_grad():
         compiled = torch.compile(mlp)  # default mode: Inductor's C++ codegen, GEMMs as extern kernels
-        compiled(x)
+        _, (code, *_) = run_and_get_code(compiled, x)
         before = calls(ext)
         out = compiled(x)
         assert calls(ext) - before == 2  # both Linear layers
         torch.testing.assert_close(out, mlp(x), rtol=2e-3, atol=2e-3)
+    assert code.count("extern_kernels.addmm(") == 2 and "out=" in code
+    assert "at::vec::Vectorized<at::Half>" in code  # the GELU: Inductor's C++ codegen, fp16 vectorised

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 kernels = pytest.importorskip("torchplug_cpu.kernels")
+kernels.extension()  # defines torch.ops.torchplug_cpu
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 EPS = 1e-6
@@ -18,9 +19,12 @@ EPS = 1e-6
 RTOL = {torch.float32: 2e-6, torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
 
 
+OPS = torch.ops.torchplug_cpu  # the kernels themselves, whatever torchplug.ops routes to
+
+
 @pytest.fixture(scope="module")
 def ext():
-    return kernels.extension()
+    return kernels.load()
 
 
 def rand(*shape, dtype, seed=0, scale=1.0):
@@ -50,7 +54,7 @@ HIDDEN = [1, 7, 64, 4101]  # below, at and around the vector widths; 4101 has a 
 def test_rms_norm(isa, ext, dtype, hidden, fp32_weight):
     x = rand(5, 3, hidden, dtype=dtype, seed=hidden)
     w = rand(hidden, dtype=torch.float32 if fp32_weight else dtype, seed=1)
-    out = ext.rms_norm(x, w, EPS)
+    out = OPS.rms_norm(x, w, EPS)
     assert_ulp_close(out, rms_norm_exact(x, w), dtype)
 
 
@@ -58,8 +62,8 @@ def test_rms_norm_non_contiguous_and_empty(isa, ext):
     base = rand(6, 80, dtype=torch.bfloat16)
     x = base[::2, 3:67]  # row stride 160, sliced columns
     w = rand(64, dtype=torch.bfloat16, seed=2)
-    assert_ulp_close(ext.rms_norm(x, w, EPS), rms_norm_exact(x, w), torch.bfloat16)
-    assert ext.rms_norm(torch.empty(0, 64), torch.ones(64), EPS).shape == (0, 64)
+    assert_ulp_close(OPS.rms_norm(x, w, EPS), rms_norm_exact(x, w), torch.bfloat16)
+    assert OPS.rms_norm(torch.empty(0, 64), torch.ones(64), EPS).shape == (0, 64)
 
 
 def test_rms_norm_threads_split_rows_without_changing_results(isa, ext):
@@ -67,10 +71,10 @@ def test_rms_norm_threads_split_rows_without_changing_results(isa, ext):
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = ext.rms_norm(x, w, EPS)
+        one = OPS.rms_norm(x, w, EPS)
     finally:
         torch.set_num_threads(threads)
-    assert torch.equal(one, ext.rms_norm(x, w, EPS))
+    assert torch.equal(one, OPS.rms_norm(x, w, EPS))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -80,7 +84,7 @@ def test_fused_add_rms_norm_in_place(isa, ext, dtype, hidden):
     w = rand(hidden, dtype=dtype, seed=2)
     x0, r0 = x.clone(), residual.clone()
     pointers = x.data_ptr(), residual.data_ptr()
-    ext.fused_add_rms_norm_(x, residual, w, EPS)
+    OPS.fused_add_rms_norm_(x, residual, w, EPS)
     assert (x.data_ptr(), residual.data_ptr()) == pointers
     assert torch.equal(residual, x0 + r0)  # torch adds 16-bit floats in fp32 and rounds once, as we do
     assert_ulp_close(x, rms_norm_exact(residual, w), dtype)
@@ -91,7 +95,7 @@ def test_fused_add_rms_norm_writes_back_into_strided_tensors(isa, ext):
     x, residual = xb[:, ::2], rb[:, 1::2]
     w = rand(48, dtype=torch.float32, seed=2)
     x0, r0 = x.clone(), residual.clone()
-    ext.fused_add_rms_norm_(x, residual, w, EPS)
+    OPS.fused_add_rms_norm_(x, residual, w, EPS)
     assert torch.equal(rb[:, 1::2], x0 + r0)
     assert_ulp_close(xb[:, ::2], rms_norm_exact(x0 + r0, w), torch.float16)
     assert torch.equal(xb[:, 1::2], rand(4, 96, dtype=torch.float16)[:, 1::2])  # the rest untouched
@@ -102,7 +106,7 @@ def test_fused_add_rms_norm_writes_back_into_strided_tensors(isa, ext):
 def test_silu_and_mul(isa, ext, dtype, d):
     x = rand(3, 2, 2 * d, dtype=dtype, seed=d, scale=4.0)  # |x| up to ~16: both tails of silu
     a, b = x.double().chunk(2, dim=-1)
-    out = ext.silu_and_mul(x)
+    out = OPS.silu_and_mul(x)
     assert out.shape == (3, 2, d)
     # fp32 exp and divide add a few ulp of fp32 on top of the final rounding
     err = (out.double() - F.silu(a) * b).abs()
@@ -112,7 +116,7 @@ def test_silu_and_mul(isa, ext, dtype, d):
 
 def test_silu_and_mul_extremes(isa, ext):
     x = torch.tensor([[-200.0, -88.0, -1.0, 0.0, 1.0, 88.0, 200.0, float("nan"), 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]])
-    out = ext.silu_and_mul(x)
+    out = OPS.silu_and_mul(x)
     expected = F.silu(x[:, :8].double()) * x[:, 8:].double()
     assert out[0, 7].isnan()
     torch.testing.assert_close(out[:, :7].double(), expected[:, :7], rtol=1e-6, atol=1e-30)
@@ -141,7 +145,7 @@ def test_rotary_embedding(isa, ext, dtype, head_dim, fp32_angles):
     angle = rand(7, head_dim // 2, dtype=torch.float32, seed=3)
     cos, sin = (angle.cos(), angle.sin()) if fp32_angles else (angle.cos().to(dtype), angle.sin().to(dtype))
     q0, k0 = q.clone(), k.clone()
-    q_out, k_out = ext.rotary_embedding(q, k, cos, sin)
+    q_out, k_out = OPS.rotary_embedding(q, k, cos, sin)
     assert torch.equal(q, q0) and torch.equal(k, k0)  # functional: inputs untouched
     assert q_out.shape == q.shape and k_out.shape == k.shape
     assert_rope_close(q_out, q, cos, sin)
@@ -156,22 +160,38 @@ def test_rotary_embedding_on_views_of_a_fused_qkv(isa, ext):
     angle = rand(tokens, head_dim // 2, dtype=torch.float32, seed=4)
     cos_sin = torch.cat([angle.cos(), angle.sin()], dim=-1)  # one cache, as vLLM keeps it
     cos, sin = cos_sin[:, : head_dim // 2], cos_sin[:, head_dim // 2 :]  # strided views
-    q_out, k_out = ext.rotary_embedding(q, k, cos, sin)
+    q_out, k_out = OPS.rotary_embedding(q, k, cos, sin)
     assert_rope_close(q_out, q, cos, sin)
     assert_rope_close(k_out, k, cos, sin)
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda e: e.rms_norm(torch.randn(4, 8), torch.randn(7), EPS),
+    (lambda ops: ops.rms_norm(torch.randn(4, 8), torch.randn(7), EPS),
      r"torchplug::rms_norm: weight must have shape \(8,\) to match x \[4, 8\], got \[7\]"),
-    (lambda e: e.rms_norm(torch.randn(4, 8, dtype=torch.float64), torch.randn(8, dtype=torch.float64), EPS),
+    (lambda ops: ops.rms_norm(torch.randn(4, 8, dtype=torch.float64), torch.randn(8, dtype=torch.float64), EPS),
      r"x must be float32, bfloat16 or float16, got Double"),
-    (lambda e: e.silu_and_mul(torch.randn(4, 7)), r"the last dimension of x \[4, 7\] must be even"),
-    (lambda e: e.rotary_embedding(torch.randn(5, 4, 16), torch.randn(5, 2, 16), torch.randn(5, 16), torch.randn(5, 16)),
+    (lambda ops: ops.silu_and_mul(torch.randn(4, 7)), r"the last dimension of x \[4, 7\] must be even"),
+    (lambda ops: ops.rotary_embedding(torch.randn(5, 4, 16), torch.randn(5, 2, 16), torch.randn(5, 16), torch.randn(5, 16)),
      r"cos \[5, 16\] and sin \[5, 16\] must be \[tokens, head_dim // 2\] = \(5, 8\)"),
-    (lambda e: e.fused_add_rms_norm_(torch.randn(4, 8), torch.randn(3, 8), torch.randn(8), EPS),
+    (lambda ops: ops.fused_add_rms_norm_(torch.randn(4, 8), torch.randn(3, 8), torch.randn(8), EPS),
      r"x \[4, 8\] and residual \[3, 8\] must have the same shape"),
 ])
 def test_bad_input_raises_value_error_naming_the_op(ext, call, message):
     with pytest.raises(ValueError, match=message):
-        call(ext)
+        call(OPS)
+
+
+def test_torchplug_ops_on_cpu_run_these_kernels_except_float64(ext):
+    from torchplug import ops
+    from torchplug.dispatcher import route
+
+    for op in kernels.LLM_OPS:
+        for dtype in DTYPES:
+            assert route(f"torchplug::{op}", "cpu", "CPU", dtype) == "kernel", (op, dtype)
+        assert route(f"torchplug::{op}", "cpu", "CPU", torch.float64) == "native", op
+    for dtype in DTYPES:
+        x, w = rand(3, 5, 96, dtype=dtype, seed=7), rand(96, dtype=dtype, seed=8)
+        assert torch.equal(ops.rms_norm(x, w, EPS), OPS.rms_norm(x, w, EPS))
+        assert torch.equal(ops.silu_and_mul(x), OPS.silu_and_mul(x))
+    x, w = rand(3, 96, dtype=torch.float64), rand(96, dtype=torch.float64)  # the kernels reject float64
+    assert_ulp_close(ops.rms_norm(x, w, EPS).float(), rms_norm_exact(x, w).float(), torch.float32)

@@ -1,4 +1,5 @@
-"""torchplug.ops: schemas, fake kernels, autograd and reference results of the portable ops."""
+"""torchplug.ops: schemas, fake kernels, autograd and results of the portable ops, on the CPU
+both through the kernels the CPU plugin registers and through the plain-torch reference."""
 
 import pytest
 import torch
@@ -8,6 +9,22 @@ from torchplug import ops
 
 EPS = 1e-6
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.fixture(autouse=True, params=["backend kernels", "reference"])
+def implementation(request):
+    """Runs each test twice: with torchplug-cpu's kernels registered (when it is installed), and
+    with them unregistered, so that the plain-torch reference serves the CPU."""
+    try:
+        from torchplug_cpu import kernels
+    except ImportError:
+        kernels = None
+    if request.param == "reference" and kernels is not None and kernels.loaded():
+        kernels.unload()
+        yield request.param
+        kernels.load()
+    else:
+        yield request.param
 
 
 def rotary_inputs(dtype=torch.float32, tokens=5, requires_grad=False):
@@ -87,12 +104,12 @@ def test_fused_add_rms_norm_updates_both_tensors_in_place(grad):
 
 @pytest.mark.parametrize("call, message", [
     (lambda: ops.rms_norm(torch.randn(4, 8), torch.randn(7), EPS),
-     r"torchplug::rms_norm: weight must have shape \(8,\) to match x \(4, 8\), got \(7,\)"),
-    (lambda: ops.silu_and_mul(torch.randn(4, 7)), r"torchplug::silu_and_mul: the last dimension of x \(4, 7\) must be even"),
+     r"torchplug::rms_norm: weight must have shape \(8,\) to match x \[4, 8\], got \[7\]"),
+    (lambda: ops.silu_and_mul(torch.randn(4, 7)), r"torchplug::silu_and_mul: the last dimension of x \[4, 7\] must be even"),
     (lambda: ops.rotary_embedding(torch.randn(5, 4, 16), torch.randn(5, 2, 16), torch.randn(5, 16), torch.randn(5, 16)),
-     r"cos \(5, 16\) and sin \(5, 16\) must be \[tokens, head_dim // 2\] = \(5, 8\)"),
+     r"cos \[5, 16\] and sin \[5, 16\] must be \[tokens, head_dim // 2\] = \(5, 8\)"),
     (lambda: ops.fused_add_rms_norm(torch.randn(4, 8), torch.randn(3, 8), torch.randn(8), EPS),
-     r"x \(4, 8\) and residual \(3, 8\) must have the same shape"),
+     r"x \[4, 8\] and residual \[3, 8\] must have the same shape"),
 ])
 def test_bad_input_names_the_op_and_shapes(call, message):
     with pytest.raises(ValueError, match=message):

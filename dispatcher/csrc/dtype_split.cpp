@@ -72,7 +72,8 @@ OperatorHandle find_op(const std::string& op) {
   return *handle;
 }
 
-// Route `dtypes` of `op` at dispatch key `key` to the kernel that `kernel_op` has at `key`.
+// Route `dtypes` of `op` at dispatch key `key` to the kernel that `kernel_op` has at `key`
+// (to torch's own kernel when kernel_op is empty).
 // Overriding torch's kernel is the point here, so torch's "overriding a previously registered
 // kernel" warning is silenced while the split registers.
 class SilentWarnings final : public c10::WarningHandler {
@@ -98,7 +99,9 @@ void route(const std::string& op, const std::string& key, const std::vector<py::
     const auto unqualified = qualified.substr(ns.size() + 2);
     entry.library->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(split)));
   }
-  auto* kernel = new SafeKernelFunction(find_op(kernel_op).getComputedKernelForDispatchKey(dispatch_key));
+  // An empty kernel_op gives the dtypes back to the kernel torch had there.
+  const SafeKernelFunction* kernel =
+      kernel_op.empty() ? nullptr : new SafeKernelFunction(find_op(kernel_op).getComputedKernelForDispatchKey(dispatch_key));
   for (const auto& dtype : dtypes) entry.split->route(torch::python::detail::py_object_to_dtype(dtype), kernel);
 }
 

@@ -1,6 +1,13 @@
-"""torchplug-cpu: the CPU backend, on torch's own CPU runtime."""
+"""torchplug-cpu: the CPU backend, on torch's own CPU runtime, with torchplug's fp16 kernels."""
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec
+import dataclasses
+import warnings
+
+import torch
+
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus
+
+BUILD_HINT = "build them once (about a minute) with: torchplug doctor cpu"
 
 
 class CpuBackend(Backend):
@@ -8,8 +15,52 @@ class CpuBackend(Backend):
         name="cpu", device_type="cpu", dispatch_key="CPU", dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14"
     )
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernel_problem = ""  # why torchplug's kernels are not registered, if they are not
+
     def native_unavailable_reason(self) -> str | None:
         return None  # every torch build has a CPU
+
+    def setup(self) -> None:
+        """Register the cached kernels; never compile here (this runs inside ``import torch``)."""
+        super().setup()
+        from . import kernels
+
+        try:
+            if kernels.load(build=False) is None:
+                self.kernel_problem = "fp16 GEMM and LLM-op kernels not built yet, so torch's own run; " + BUILD_HINT
+        except Exception as err:  # e.g. a TORCHPLUG_CPU_ISA this CPU cannot run: the device still works
+            self.kernel_problem = f"kernels not registered: {str(err).removeprefix('torchplug-cpu: ')}"
+        if self.kernel_problem:
+            warnings.warn(f"torchplug-cpu: {self.kernel_problem}", RuntimeWarning, stacklevel=2)
+
+    def status(self) -> DeviceStatus:
+        from . import kernels
+
+        if kernels.loaded():
+            detail = f"fp16 GEMM and LLM-op kernels active ({kernels.current_isa()})"
+        else:
+            detail = self.kernel_problem or "torchplug kernels unloaded"
+        return dataclasses.replace(super().status(), reason=detail)
+
+    def smoke_test(self) -> str:
+        """Build and register the kernels if needed, then check an fp16 product against float64."""
+        from . import kernels
+
+        checked = super().smoke_test()
+        kernels.load()
+        self.kernel_problem = ""
+        gen = torch.Generator().manual_seed(0)
+        a, b = (torch.randn(67, 129, generator=gen).half() for _ in range(2))
+        calls = kernels.extension().fp16_gemm_calls()
+        got = (a @ b.t()).double()
+        if kernels.extension().fp16_gemm_calls() == calls:
+            raise AssertionError("a float16 product on the CPU did not reach torchplug's fp16 GEMM")
+        error = float((got - a.double() @ b.double().t()).abs().max())
+        if error > 0.1:
+            raise AssertionError(f"torchplug fp16 GEMM is off by {error} on a 67x129 @ 129x67 product")
+        return f"{checked}; fp16 GEMM ({kernels.current_isa()}) max error {error:.1e}"
 
 
 backend = CpuBackend()

@@ -1,9 +1,14 @@
-"""torchplug-cpu's C++ kernels: build, load, choose the ISA path, install the aten overrides.
+"""torchplug-cpu's C++ kernels: build, load, choose the ISA path, register with the dispatcher.
 
-`load()` is what the backend calls: it builds the extension in csrc/ (once; later calls reuse the
-cached build until a source changes), applies TORCHPLUG_CPU_ISA, and routes float16 mm / addmm /
-bmm / baddbmm on CPU (their out= and in-place forms too, and so linear and matmul) to torchplug's
-GEMM. Other dtypes keep torch's own kernels. `unload()` gives the ops back to torch.
+The extension (csrc/) defines torchplug_cpu:: ops. `load()` registers them through torchplug's
+dispatcher on the CPU key: as the float16 kernels of aten mm / addmm / bmm / baddbmm (functional,
+out= and in-place forms, so linear and matmul too) and as the fp32 / bf16 / fp16 kernels of the
+four torchplug:: LLM ops (when torchplug.ops is first imported, as defining those ops is not free).
+Every other dtype keeps torch's kernel. `unload()` gives them back.
+
+At autoload the backend calls `load(build=False)`: compiling takes about a minute and must never
+happen inside ``import torch``, so only a cached build is used there; `torchplug doctor` (or
+`load()`) builds it once per torch version.
 
 TORCHPLUG_CPU_ISA=avx512|avx2|scalar forces a path; unset, the best the CPU supports runs. An
 unknown value, or a path the CPU lacks, raises ValueError saying what this CPU supports.
@@ -14,6 +19,8 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
+import torch
+
 ISA_ENV = "TORCHPLUG_CPU_ISA"
 EXTENSION_NAME = "torchplug_cpu_ext"
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -21,19 +28,25 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 # extension then binds to the libgomp.so.1 torch already loaded, so there is one thread pool.
 # No -march flag: the ISA-specific files set their own targets (csrc/isa_*.cpp).
 CFLAGS = ["-fopenmp"]
+GEMM_OPS = ("mm", "mm.out", "bmm", "bmm.out", "addmm", "addmm.out", "addmm_", "baddbmm", "baddbmm.out", "baddbmm_")
+LLM_OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding")
+LLM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
 
 _lock = threading.RLock()
 _extension: ModuleType | None = None
+_registrations: list = []  # torchplug.dispatcher Registrations, while loaded
 
 
-def extension() -> ModuleType:
-    """The compiled module (built on first use), without touching torch's dispatcher."""
+def extension(build: bool = True) -> ModuleType | None:
+    """The compiled module, built first if needed; with build=False, None unless a build is cached."""
     global _extension
     with _lock:
         if _extension is None:
-            from torchplug.dispatcher.extension import load_extension
+            from torchplug.dispatcher import extension as builder
 
-            _extension = load_extension(EXTENSION_NAME, sorted(CSRC.glob("*.cpp")), CFLAGS)
+            sources = sorted(CSRC.glob("*.cpp"))
+            _extension = (builder.load_extension(EXTENSION_NAME, sources, CFLAGS) if build
+                          else builder.load_cached(EXTENSION_NAME, sources, CFLAGS))
         return _extension
 
 
@@ -46,21 +59,50 @@ def select_isa(name: str | None = None) -> str:
         return ext.current_isa()
 
 
-def load() -> ModuleType:
-    """Build if needed, select the ISA path, install the float16 GEMM overrides. Idempotent."""
-    ext = extension()
+def load(build: bool = True) -> ModuleType | None:
+    """Select the ISA path and register the kernels with torchplug's dispatcher. Idempotent.
+
+    Returns the extension; with build=False, None when nothing is cached yet (nothing changes).
+    """
+    from torchplug.dispatcher import native, when_torchplug_ops_defined
+
     with _lock:
-        if not ext.aten_overrides_installed():
-            select_isa()
-            ext.install_aten_overrides()
-    return ext
+        if _registrations:
+            return _extension
+        if extension(build) is None or native.extension(build) is None:
+            return None
+        select_isa()
+        _registrations.extend(_register("aten", op, (torch.float16,)) for op in GEMM_OPS)
+        when_torchplug_ops_defined(_register_llm_ops)
+        return _extension
+
+
+def _register_llm_ops() -> None:
+    with _lock:
+        if _registrations:  # still loaded
+            _registrations.extend(_register("torchplug", op, LLM_DTYPES) for op in LLM_OPS)
 
 
 def unload() -> None:
-    """Give mm / addmm / bmm / baddbmm back to torch's kernels (the extension stays loaded)."""
+    """Give the ops back to the kernels they had before `load()` (the extension stays loaded)."""
+    from torchplug.dispatcher import unregister
+
     with _lock:
-        if _extension is not None:
-            _extension.uninstall_aten_overrides()
+        while _registrations:
+            unregister(_registrations.pop())
+
+
+def loaded() -> bool:
+    """True while the kernels are registered."""
+    return bool(_registrations)
+
+
+def _register(namespace: str, op: str, dtypes: tuple[torch.dtype, ...]):
+    from torchplug.dispatcher import register
+
+    name, _, overload = op.partition(".")
+    ours = getattr(getattr(torch.ops.torchplug_cpu, name), overload or "default")
+    return register(f"{namespace}::{op}", "cpu", ours, dtypes=dtypes)
 
 
 def current_isa() -> str:

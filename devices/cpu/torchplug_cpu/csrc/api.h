@@ -3,7 +3,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "isa.h"
@@ -22,17 +21,5 @@ std::string current_isa();
 void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta);
 uint64_t fp16_gemm_calls();  // how many calls reached fp16_gemm: lets tests see the routing
-
-// aten_overrides.cpp: mm / addmm / bmm / baddbmm on CPU, float16 -> fp16_gemm, else torch's kernel.
-void install_aten_overrides();
-void uninstall_aten_overrides();
-bool aten_overrides_installed();
-
-// llm_ops.cpp: the kernels behind torchplug.ops (fp32, bf16, fp16).
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
-void fused_add_rms_norm_(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, double eps);
-at::Tensor silu_and_mul(const at::Tensor& x);
-std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
-                                                     const at::Tensor& sin);
 
 }  // namespace torchplug_cpu

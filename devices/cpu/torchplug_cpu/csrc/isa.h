@@ -38,6 +38,11 @@ struct GemmBlocking {
   int64_t nc;      // the widest block of C columns one task computes
 };
 
+// AVX-512's: a 12x32 register tile = 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm;
+// A block 240 x 384 fp32 = 360 KiB (L2 >= 1 MiB on AVX-512 parts), B micro-panel 48 KiB (L1 + L2).
+// Shared with the avx512emu path, which runs this tiling on AVX2 to test it anywhere.
+constexpr GemmBlocking kAvx512Gemm{12, 32, 240, 384, 2048};
+
 // How one call is cut into independent tasks: (batch, m-block, n-block), each over all of K.
 struct GemmTiling {
   int64_t mc, nc;              // this call's block sizes (multiples of mr / nr, or the whole dim)
@@ -76,5 +81,6 @@ struct IsaKernels {
 const IsaKernels& scalar_kernels();
 const IsaKernels& avx2_kernels();
 const IsaKernels& avx512_kernels();
+const IsaKernels& avx512emu_kernels();
 
 }  // namespace torchplug_cpu

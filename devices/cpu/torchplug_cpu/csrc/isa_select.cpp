@@ -45,10 +45,12 @@ struct Isa {
   const IsaKernels& (*kernels)();
 };
 
-const Isa kIsas[] = {  // best first
+const Isa kIsas[] = {  // best first, but for the last
     {"avx512", "AVX-512F (with AVX2, FMA and F16C)", [] { return features().avx512f; }, &avx512_kernels},
     {"avx2", "AVX2, FMA and F16C", [] { return features().avx2_fma_f16c; }, &avx2_kernels},
     {"scalar", "nothing", [] { return true; }, &scalar_kernels},
+    // Last, so never the default: a test path, not a fast one (see vec_avx512emu.h).
+    {"avx512emu", "AVX2, FMA and F16C", [] { return features().avx2_fma_f16c; }, &avx512emu_kernels},
 };
 
 const IsaKernels* best() {

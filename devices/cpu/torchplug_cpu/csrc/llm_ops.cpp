@@ -1,8 +1,11 @@
-// The four portable LLM ops on tensors: argument checks (ValueError, in torchplug.ops' words),
-// 2-D row views, and torch's thread pool over rows. The arithmetic is in llm_kernels.h, per ISA.
+// The four portable LLM ops as torchplug_cpu:: ops with the schemas of torchplug.ops, so the
+// dispatcher can route torchplug::<op> on CPU to them for fp32, bf16 and fp16 (float64 keeps the
+// plain-torch reference). Here: argument checks (ValueError, in torchplug.ops' words), 2-D row
+// views, and torch's thread pool over rows. The arithmetic is in llm_kernels.h, per ISA.
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include "api.h"
 
@@ -35,7 +38,6 @@ void check_norm(const char* op, const at::Tensor& x, const at::Tensor& weight) {
                     weight.sizes());
 }
 
-}  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   check_norm("rms_norm", x, weight);
@@ -136,4 +138,29 @@ std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& q, const a
   return {rotate(q), rotate(k)};
 }
 
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                                       const at::Tensor& weight, double eps) {
+  at::Tensor out = x.clone(), summed = residual.clone();
+  fused_add_rms_norm_(out, summed, weight, eps);
+  return {out, summed};
+}
+
+}  // namespace
 }  // namespace torchplug_cpu
+
+TORCH_LIBRARY_FRAGMENT(torchplug_cpu, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def("fused_add_rms_norm_(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps) -> ()");
+  m.def("fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)");
+  m.def("silu_and_mul(Tensor x) -> Tensor");
+  m.def("rotary_embedding(Tensor q, Tensor k, Tensor cos, Tensor sin) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(torchplug_cpu, CPU, m) {
+  namespace tc = torchplug_cpu;
+  m.impl("rms_norm", TORCH_FN(tc::rms_norm));
+  m.impl("fused_add_rms_norm_", TORCH_FN(tc::fused_add_rms_norm_));
+  m.impl("fused_add_rms_norm", TORCH_FN(tc::fused_add_rms_norm));
+  m.impl("silu_and_mul", TORCH_FN(tc::silu_and_mul));
+  m.impl("rotary_embedding", TORCH_FN(tc::rotary_embedding));
+}

@@ -6,7 +6,7 @@ struct Avx2 {
   using V = __m256;
   static constexpr int W = 8;
   // GEMM: 6x16 register tile = 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm.
-  // A block 144 x 256 fp32 = 144 KiB (L2 is 512 KiB on Zen 3), B micro-panel 256 x 16 = 16 KiB (L1).
+  // A block 192 x 256 fp32 = 192 KiB (L2 is 512 KiB on Zen 3), B micro-panel 256 x 16 = 16 KiB (L1).
   static constexpr GemmBlocking gemm{6, 16, 192, 256, 1024};
 
   static V zero() { return _mm256_setzero_ps(); }

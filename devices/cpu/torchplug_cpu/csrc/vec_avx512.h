@@ -5,9 +5,7 @@
 struct Avx512 {
   using V = __m512;
   static constexpr int W = 16;
-  // GEMM: 12x32 register tile = 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm.
-  // A block 240 x 384 fp32 = 360 KiB (L2 >= 1 MiB on AVX-512 parts), B micro-panel 48 KiB (L1 + L2).
-  static constexpr GemmBlocking gemm{12, 32, 240, 384, 2048};
+  static constexpr GemmBlocking gemm = kAvx512Gemm;
 
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }

@@ -1,10 +1,9 @@
-// mm / addmm / bmm / baddbmm, functional, out= and in-place, registered for aten on the CPU key.
-// Each kernel splits on dtype in C++: float16 goes to torchplug's GEMM, everything else (and any
-// call torch would reject) goes straight to torch's own CPU kernel (at::cpu::*), so other dtypes
-// keep torch's speed, results and error messages. linear and matmul reach these four ops.
-//
-// The registration is an object, not a static TORCH_LIBRARY_IMPL, so it can be installed when
-// torchplug-cpu is loaded and removed again (torch's kernels come back when it is destroyed).
+// torchplug_cpu::mm / addmm / bmm / baddbmm, functional, out= and in-place: ops with aten's
+// argument types whose CPU kernels run torchplug's fp16 GEMM. torchplug_cpu.kernels registers
+// them through torchplug's dispatcher as the float16 kernels of the aten ops on the CPU key, so
+// other dtypes never get here; linear and matmul reach these four ops.
+// A float16 call torch would handle differently (mixed dtypes, a wrong shape, a float32 `out`)
+// goes to torch's own CPU kernel (at::cpu::*), which gives torch's result or torch's error.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>
@@ -13,9 +12,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm_cpu_dispatch.h>
 #include <torch/library.h>
-
-#include <memory>
-#include <mutex>
 
 #include "api.h"
 
@@ -133,53 +129,33 @@ Tensor& baddbmm_(Tensor& self_, const Tensor& b1, const Tensor& b2, const Scalar
   return self_;
 }
 
-// ---- installation ----------------------------------------------------------------------------
-
-// torch warns when a kernel replaces another for the same op and key. Here that is the whole
-// point, so that one warning is dropped while installing; any other warning passes through.
-class DropOverrideWarning : public c10::WarningHandler {
- public:
-  explicit DropOverrideWarning(c10::WarningHandler* next) : next_(next) {}
-  void process(const c10::Warning& warning) override {
-    if (warning.msg().find("Overriding a previously registered kernel") == std::string::npos) next_->process(warning);
-  }
-
- private:
-  c10::WarningHandler* next_;
-};
-
-std::mutex g_mutex;
-std::unique_ptr<torch::Library> g_library;
-
 }  // namespace
-
-void install_aten_overrides() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_library) return;
-  DropOverrideWarning filter(c10::WarningUtils::get_warning_handler());
-  c10::WarningUtils::WarningHandlerGuard guard(&filter);
-  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__);
-  lib->impl("mm", TORCH_FN(mm));
-  lib->impl("mm.out", TORCH_FN(mm_out));
-  lib->impl("bmm", TORCH_FN(bmm));
-  lib->impl("bmm.out", TORCH_FN(bmm_out));
-  lib->impl("addmm", TORCH_FN(addmm));
-  lib->impl("addmm.out", TORCH_FN(addmm_out));
-  lib->impl("addmm_", TORCH_FN(addmm_));
-  lib->impl("baddbmm", TORCH_FN(baddbmm));
-  lib->impl("baddbmm.out", TORCH_FN(baddbmm_out));
-  lib->impl("baddbmm_", TORCH_FN(baddbmm_));
-  g_library = std::move(lib);
-}
-
-void uninstall_aten_overrides() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_library.reset();
-}
-
-bool aten_overrides_installed() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_library != nullptr;
-}
-
 }  // namespace torchplug_cpu
+
+// Same argument types as aten's, so the dispatcher accepts them as kernels of the aten ops.
+TORCH_LIBRARY_FRAGMENT(torchplug_cpu, m) {
+  m.def("mm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)");
+  m.def("addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)");
+  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("baddbmm.out(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)");
+  m.def("baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)");
+}
+
+TORCH_LIBRARY_IMPL(torchplug_cpu, CPU, m) {
+  namespace tc = torchplug_cpu;
+  m.impl("mm", TORCH_FN(tc::mm));
+  m.impl("mm.out", TORCH_FN(tc::mm_out));
+  m.impl("bmm", TORCH_FN(tc::bmm));
+  m.impl("bmm.out", TORCH_FN(tc::bmm_out));
+  m.impl("addmm", TORCH_FN(tc::addmm));
+  m.impl("addmm.out", TORCH_FN(tc::addmm_out));
+  m.impl("addmm_", TORCH_FN(tc::addmm_));
+  m.impl("baddbmm", TORCH_FN(tc::baddbmm));
+  m.impl("baddbmm.out", TORCH_FN(tc::baddbmm_out));
+  m.impl("baddbmm_", TORCH_FN(tc::baddbmm_));
+}
