@@ -4,7 +4,8 @@ Builds use torch.utils.cpp_extension against the installed torch (never pip's is
 environment, which would pull another torch). After a build, a fingerprint of the sources, their
 headers, the flags, torch and Python is written beside the library. A later process whose
 fingerprint matches imports the library directly: no ~130 ms import of torch.utils.cpp_extension,
-no ninja run. That keeps loading cheap enough to happen inside ``import torch``.
+no ninja run. That keeps loading cheap enough to happen inside ``import torch``. Each fingerprint
+has its own folder, <cache>/<name>/<fingerprint[:16]>/, so builds of different sources coexist.
 """
 
 import hashlib
@@ -19,6 +20,7 @@ from types import ModuleType
 import torch
 
 _OPTIMIZE = ["-O3"]
+_STAMP = "torchplug-build.json"  # written beside a finished build: its fingerprint and library
 
 
 class ExtensionBuildError(RuntimeError):
@@ -39,8 +41,10 @@ def _fingerprint(sources: Sequence[Path], cflags: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def _stamp(name: str) -> Path:
-    return cache_dir() / name / "torchplug-build.json"
+def _build_directory(name: str, fingerprint: str) -> Path:
+    # One folder per fingerprint: environments with different sources (two versions of a plugin,
+    # a checkout beside an install) keep their own builds instead of evicting each other's.
+    return cache_dir() / name / fingerprint[:16]
 
 
 def _import_library(name: str, library: Path) -> ModuleType:
@@ -57,12 +61,13 @@ def load_cached(name: str, sources: Sequence[Path], extra_cflags: Sequence[str] 
     """The extension if a build of exactly these sources is cached, else None. Never compiles."""
     if name in sys.modules:
         return sys.modules[name]
+    fingerprint = _fingerprint(sources, [*_OPTIMIZE, *(extra_cflags or ())])
     try:
-        recorded = json.loads(_stamp(name).read_text())
+        recorded = json.loads((_build_directory(name, fingerprint) / _STAMP).read_text())
     except (OSError, ValueError):
         return None
     library = Path(recorded.get("library", ""))
-    if recorded.get("fingerprint") != _fingerprint(sources, [*_OPTIMIZE, *(extra_cflags or ())]) or not library.is_file():
+    if recorded.get("fingerprint") != fingerprint or not library.is_file():
         return None
     return _import_library(recorded.get("module", name), library)
 
@@ -75,7 +80,8 @@ def load_extension(name: str, sources: Sequence[Path], extra_cflags: Sequence[st
     from torch.utils import cpp_extension  # ~130 ms to import: only when something must be built
 
     cflags = [*_OPTIMIZE, *(extra_cflags or ())]
-    build_directory = cache_dir() / name
+    fingerprint = _fingerprint(sources, cflags)
+    build_directory = _build_directory(name, fingerprint)
     print(f"torchplug: compiling the C++ extension {name!r} for torch {torch.__version__} (once; up to a "
           f"minute or two) in {build_directory}", file=sys.stderr, flush=True)
     build_directory.mkdir(parents=True, exist_ok=True)
@@ -90,8 +96,9 @@ def load_extension(name: str, sources: Sequence[Path], extra_cflags: Sequence[st
             "It needs g++ and the Python headers (python3-dev); set TORCHPLUG_VERBOSE_BUILD=1 to see "
             "the compiler output, or delete that folder to force a clean rebuild."
         ) from err
-    record = {"fingerprint": _fingerprint(sources, cflags), "library": module.__file__, "module": module.__name__}
-    temporary = _stamp(name).with_suffix(f".{os.getpid()}")
+    record = {"fingerprint": fingerprint, "library": module.__file__, "module": module.__name__}
+    stamp = build_directory / _STAMP
+    temporary = stamp.with_suffix(f".{os.getpid()}")
     temporary.write_text(json.dumps(record))
-    os.replace(temporary, _stamp(name))  # atomic: a concurrent reader sees the old stamp or the new
+    os.replace(temporary, stamp)  # atomic: a concurrent reader sees no stamp or the whole one
     return module

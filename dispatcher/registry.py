@@ -183,21 +183,24 @@ def when_torchplug_ops_defined(register_kernels: Callable[[], Any]) -> None:
     """Call `register_kernels` once torchplug's own ops exist: now, or when torchplug.ops is imported.
 
     Defining them costs ~10 ms, so a backend registering kernels for them at autoload waits
-    instead of importing them inside ``import torch``.
+    instead of importing them inside ``import torch``. Callbacks run outside the registry's lock
+    (they take their own locks, then this one, through `register`).
     """
     with _lock:
-        if _ops_defined:
-            register_kernels()
-        else:
+        if not _ops_defined:
             _waiting_for_ops.append(register_kernels)
+            return
+    register_kernels()
 
 
 def _torchplug_ops_defined() -> None:
     global _ops_defined
     with _lock:
         _ops_defined = True
-        while _waiting_for_ops:
-            _waiting_for_ops.pop(0)()
+        waiting = _waiting_for_ops[:]
+        _waiting_for_ops.clear()
+    for register_kernels in waiting:
+        register_kernels()
 
 
 def kernel(op: str | torch._ops.OpOverload, *, backend: str, dtypes: Iterable[torch.dtype] | None = None,

@@ -6,9 +6,13 @@ served by these kernels): the kernels compute in fp32 and round once, so they mu
 result to within one unit in the last place of the dtype. No timing is asserted.
 """
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
+
+from conftest import run_python
 
 kernels = pytest.importorskip("torchplug_cpu.kernels")
 kernels.extension()  # defines torch.ops.torchplug_cpu
@@ -195,3 +199,20 @@ def test_torchplug_ops_on_cpu_run_these_kernels_except_float64(ext):
         assert torch.equal(ops.silu_and_mul(x), OPS.silu_and_mul(x))
     x, w = rand(3, 96, dtype=torch.float64), rand(96, dtype=torch.float64)  # the kernels reject float64
     assert_ulp_close(ops.rms_norm(x, w, EPS).float(), rms_norm_exact(x, w).float(), torch.float32)
+
+
+def test_op_kernels_register_once_when_torchplug_ops_is_first_imported():
+    code = """
+        import json, sys, torch
+        from torchplug_cpu import kernels
+        before = "torchplug.dispatcher.ops" in sys.modules, len(kernels._registrations)
+        kernels.unload()
+        kernels.load()  # a second registration waits for the ops, like the one made at autoload
+        from torchplug import ops
+        from torchplug.dispatcher import route
+        print(json.dumps({"before": before, "after": len(kernels._registrations),
+                          "route": route("torchplug::silu_and_mul", "cpu", "CPU", torch.bfloat16)}))
+    """
+    report = json.loads(run_python(code).stdout)
+    assert report == {"before": [False, len(kernels.GEMM_OPS)],
+                      "after": len(kernels.GEMM_OPS) + len(kernels.LLM_OPS), "route": "kernel"}

@@ -78,8 +78,8 @@ def load(build: bool = True) -> ModuleType | None:
 
 
 def _register_llm_ops() -> None:
-    with _lock:
-        if _registrations:  # still loaded
+    with _lock:  # only while loaded, and once (an unload and a load may both have queued this)
+        if _registrations and not any(r.op.startswith("torchplug::") for r in _registrations):
             _registrations.extend(_register("torchplug", op, LLM_DTYPES) for op in LLM_OPS)
 
 
