@@ -51,46 +51,38 @@ bool ours_add(const Tensor& bias, const Tensor& self, const Tensor& mat2, int64_
   return ours(self, mat2, dim) && plain_half(bias) && at::is_expandable_to(bias.sizes(), result_shape(self, mat2));
 }
 
-// ---- the kernels, in schema order: functional, out=, in-place --------------------------------
+// ---- the kernels: mm / bmm (Dim 2 / 3) and addmm / baddbmm, each with torch's CPU kernel for the
+// calls that are not ours ------------------------------------------------------------------------
 
-Tensor mm(const Tensor& self, const Tensor& mat2) {
-  if (!ours(self, mat2, 2)) return at::cpu::mm(self, mat2);
+template <int64_t Dim, Tensor (*stock)(const Tensor&, const Tensor&)>
+Tensor product(const Tensor& self, const Tensor& mat2) {
+  if (!ours(self, mat2, Dim)) return stock(self, mat2);
   Tensor out = at::empty(result_shape(self, mat2), self.options());
   run(self, mat2, out, Tensor(), 0, 1);
   return out;
 }
 
-Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
-  if (!ours(self, mat2, 2) || !plain_half(out)) return at::cpu::mm_outf(self, mat2, out);
+template <int64_t Dim, Tensor& (*stock)(const Tensor&, const Tensor&, Tensor&)>
+Tensor& product_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
+  if (!ours(self, mat2, Dim) || !plain_half(out)) return stock(self, mat2, out);
   at::native::resize_output(out, result_shape(self, mat2));
   run(self, mat2, out, Tensor(), 0, 1);
   return out;
 }
 
-Tensor bmm(const Tensor& self, const Tensor& mat2) {
-  if (!ours(self, mat2, 3)) return at::cpu::bmm(self, mat2);
-  Tensor out = at::empty(result_shape(self, mat2), self.options());
-  run(self, mat2, out, Tensor(), 0, 1);
-  return out;
-}
-
-Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
-  if (!ours(self, mat2, 3) || !plain_half(out)) return at::cpu::bmm_outf(self, mat2, out);
-  at::native::resize_output(out, result_shape(self, mat2));
-  run(self, mat2, out, Tensor(), 0, 1);
-  return out;
-}
-
-Tensor addmm(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
-  if (!ours_add(bias, self, mat2, 2)) return at::cpu::addmm(bias, self, mat2, beta, alpha);
+template <int64_t Dim, Tensor (*stock)(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&)>
+Tensor add_product(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
+  if (!ours_add(bias, self, mat2, Dim)) return stock(bias, self, mat2, beta, alpha);
   Tensor out = at::empty(result_shape(self, mat2), self.options());
   run(self, mat2, out, bias, beta, alpha);
   return out;
 }
 
-Tensor& addmm_out(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta, const Scalar& alpha,
-                  Tensor& out) {
-  if (!ours_add(bias, self, mat2, 2) || !plain_half(out)) return at::cpu::addmm_outf(bias, self, mat2, beta, alpha, out);
+template <int64_t Dim,
+          Tensor& (*stock)(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&, Tensor&)>
+Tensor& add_product_out(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta,
+                        const Scalar& alpha, Tensor& out) {
+  if (!ours_add(bias, self, mat2, Dim) || !plain_half(out)) return stock(bias, self, mat2, beta, alpha, out);
   // resize_output would reallocate out when it is the wrong shape; keep bias readable if out is bias.
   const Tensor b = out.is_same(bias) && out.sizes() != at::IntArrayRef(result_shape(self, mat2)) ? bias.clone() : bias;
   at::native::resize_output(out, result_shape(self, mat2));
@@ -98,36 +90,24 @@ Tensor& addmm_out(const Tensor& bias, const Tensor& self, const Tensor& mat2, co
   return out;
 }
 
-Tensor& addmm_(Tensor& self_, const Tensor& mat1, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
-  if (!ours_add(self_, mat1, mat2, 2) || self_.sizes() != at::IntArrayRef(result_shape(mat1, mat2)))
-    return at::cpu::addmm_(self_, mat1, mat2, beta, alpha);
-  run(mat1, mat2, self_, self_, beta, alpha);
-  return self_;
+template <int64_t Dim, Tensor& (*stock)(Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&)>
+Tensor& add_product_(Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
+  if (!ours_add(self, mat1, mat2, Dim) || self.sizes() != at::IntArrayRef(result_shape(mat1, mat2)))
+    return stock(self, mat1, mat2, beta, alpha);
+  run(mat1, mat2, self, self, beta, alpha);
+  return self;
 }
 
-Tensor baddbmm(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
-  if (!ours_add(bias, self, mat2, 3)) return at::cpu::baddbmm(bias, self, mat2, beta, alpha);
-  Tensor out = at::empty(result_shape(self, mat2), self.options());
-  run(self, mat2, out, bias, beta, alpha);
-  return out;
-}
-
-Tensor& baddbmm_out(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta,
-                    const Scalar& alpha, Tensor& out) {
-  if (!ours_add(bias, self, mat2, 3) || !plain_half(out))
-    return at::cpu::baddbmm_outf(bias, self, mat2, beta, alpha, out);
-  const Tensor b = out.is_same(bias) && out.sizes() != at::IntArrayRef(result_shape(self, mat2)) ? bias.clone() : bias;
-  at::native::resize_output(out, result_shape(self, mat2));
-  run(self, mat2, out, b, beta, alpha);
-  return out;
-}
-
-Tensor& baddbmm_(Tensor& self_, const Tensor& b1, const Tensor& b2, const Scalar& beta, const Scalar& alpha) {
-  if (!ours_add(self_, b1, b2, 3) || self_.sizes() != at::IntArrayRef(result_shape(b1, b2)))
-    return at::cpu::baddbmm_(self_, b1, b2, beta, alpha);
-  run(b1, b2, self_, self_, beta, alpha);
-  return self_;
-}
+constexpr auto mm = product<2, &at::cpu::mm>;
+constexpr auto mm_out = product_out<2, &at::cpu::mm_outf>;
+constexpr auto bmm = product<3, &at::cpu::bmm>;
+constexpr auto bmm_out = product_out<3, &at::cpu::bmm_outf>;
+constexpr auto addmm = add_product<2, &at::cpu::addmm>;
+constexpr auto addmm_out = add_product_out<2, &at::cpu::addmm_outf>;
+constexpr auto addmm_ = add_product_<2, &at::cpu::addmm_>;
+constexpr auto baddbmm = add_product<3, &at::cpu::baddbmm>;
+constexpr auto baddbmm_out = add_product_out<3, &at::cpu::baddbmm_outf>;
+constexpr auto baddbmm_ = add_product_<3, &at::cpu::baddbmm_>;
 
 }  // namespace
 }  // namespace torchplug_cpu
