@@ -59,8 +59,8 @@ def main() -> None:
     with_plugins, without = median_ms(samples["autoload on"]), median_ms(samples["autoload off"])
     print(f"plugins autoloaded: {plugins}; {args.runs} interleaved runs each\n")
     print_table(("python -c 'import torch'", "median ms"),
-                [(f"plugins, TORCH_DEVICE_BACKEND_AUTOLOAD=1", f"{with_plugins:.0f}"),
-                 (f"TORCH_DEVICE_BACKEND_AUTOLOAD=0", f"{without:.0f}")])
+                [("plugins, TORCH_DEVICE_BACKEND_AUTOLOAD=1", f"{with_plugins:.0f}"),
+                 ("TORCH_DEVICE_BACKEND_AUTOLOAD=0", f"{without:.0f}")])
     print(f"\nratio autoload/no-autoload: {with_plugins / without:.3f} (target <= 1.04)")
     print(f"autoload phase timed in-process: {phase_ms:.1f} ms = {phase_ms / import_ms:.1%} of import torch "
           f"({import_ms:.0f} ms); as a ratio {1 + phase_ms / import_ms:.3f}")

@@ -94,7 +94,7 @@ def make_plugin(root: Path, name: str, module_source: str, *, requires: tuple[st
     dist = f"tp_fake_{name}-0.1.dist-info"
     (root / f"{module}.py").write_text(textwrap.dedent(module_source))
     (root / dist).mkdir()
-    metadata = [f"Metadata-Version: 2.1", f"Name: tp-fake-{name}", "Version: 0.1"]
+    metadata = ["Metadata-Version: 2.1", f"Name: tp-fake-{name}", "Version: 0.1"]
     metadata += [f"Requires-Dist: {r}" for r in requires]
     (root / dist / "METADATA").write_text("\n".join(metadata) + "\n")
     (root / dist / "entry_points.txt").write_text(
