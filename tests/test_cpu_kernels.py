@@ -482,7 +482,8 @@ def test_an_impossible_isa_keeps_the_device_and_says_why():
         print(json.dumps({"status": loader.loaded_backend("cpu").status().reason,
                           "warned": any("TORCHPLUG_CPU_ISA=sse9" in str(w.message) for w in caught)}))
     """
-    report = json.loads(run_python(code, TORCHPLUG_CPU_ISA="sse9").stdout)
+    # No FX-graph cache: a hit from an earlier run would skip the post-grad passes altogether.
+    report = json.loads(run_python(code, TORCHPLUG_CPU_ISA="sse9", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1").stdout)
     assert report["warned"] and report["status"].startswith("kernels not registered: unknown TORCHPLUG_CPU_ISA=sse9")
 
 
@@ -516,7 +517,7 @@ def test_bound_is_tight_enough_to_catch_fp16_accumulation():
     assert math.isfinite(float(fp16_sum.float().abs().max()))
 
 
-# ---- torch.compile: Inductor's extern GEMM calls (out= forms) reach the same kernels ---------------
+# ---- torch.compile: Inductor graphs call the torchplug_cpu:: GEMM ops (torchplug_cpu/inductor.py) ----
 
 
 def test_compiled_fp16_mlp_uses_the_fp16_gemm(ext):
@@ -530,5 +531,66 @@ def test_compiled_fp16_mlp_uses_the_fp16_gemm(ext):
         out = compiled(x)
         assert calls(ext) - before == 2  # both Linear layers
         torch.testing.assert_close(out, mlp(x), rtol=2e-3, atol=2e-3)
-    assert code.count("extern_kernels.addmm(") == 2 and "out=" in code
+    assert code.count("torch.ops.torchplug_cpu.addmm.default(") == 2  # the post-grad pass (inductor.py)
     assert "at::vec::Vectorized<at::Half>" in code  # the GELU: Inductor's C++ codegen, fp16 vectorised
+
+
+CPP_WRAPPER_MLP = """
+    import json, sys, torch
+    inductor_at_import = "torch._inductor.config" in sys.modules
+    import torch._inductor.config as config
+    config.cpp_wrapper = True  # C++ wrapper: torch's kernels are called through C shims
+    from torchplug_cpu import kernels
+    ext = kernels.extension()
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).half().eval()
+    x = torch.randn(8, 64).half()
+    with torch.no_grad():
+        compiled = torch.compile(mlp)
+        compiled(x)
+        before = ext.fp16_gemm_calls()
+        out = compiled(x)
+        print(json.dumps({"inductor_at_import": inductor_at_import, "calls": ext.fp16_gemm_calls() - before,
+                          "close": torch.allclose(out, mlp(x), rtol=2e-3, atol=2e-3)}))
+"""
+
+
+def test_compiled_fp16_mlp_with_the_cpp_wrapper_uses_the_fp16_gemm(ext):
+    report = json.loads(run_python(CPP_WRAPPER_MLP).stdout)
+    assert report == {"inductor_at_import": False, "calls": 2, "close": True}
+
+
+def test_a_users_inductor_pass_set_before_the_kernels_load_still_runs():
+    code = """
+        import json, os, warnings
+        warnings.simplefilter("ignore")
+        import torch
+        import torch._inductor.config as config
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+        from torchplug_cpu import kernels
+
+        seen = []
+
+        class Mine(CustomGraphPass):
+            def __call__(self, graph):
+                seen.append(len(graph.nodes))
+
+            def uuid(self):
+                return "mine"
+
+        config.post_grad_custom_post_pass = Mine()
+        loaded_at_import = kernels.loaded()  # no: the ISA asked for does not exist
+        del os.environ["TORCHPLUG_CPU_ISA"]
+        ext = kernels.load()
+        a, b = torch.randn(16, 32).half(), torch.randn(32, 8).half()
+        compiled = torch.compile(lambda a, b: torch.relu(a @ b))
+        compiled(a, b)
+        before = ext.fp16_gemm_calls()
+        compiled(a, b)
+        print(json.dumps({"loaded_at_import": loaded_at_import, "mine_ran": bool(seen),
+                          "calls": ext.fp16_gemm_calls() - before}))
+    """
+    # No FX-graph cache: a hit from an earlier run would skip the post-grad passes altogether.
+    report = json.loads(run_python(code, TORCHPLUG_CPU_ISA="sse9", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1").stdout)
+    assert report == {"loaded_at_import": False, "mine_ran": True, "calls": 1}
+

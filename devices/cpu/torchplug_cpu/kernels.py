@@ -4,7 +4,8 @@ The extension (csrc/) defines torchplug_cpu:: ops. `load()` registers them throu
 dispatcher on the CPU key: as the float16 kernels of aten mm / addmm / bmm / baddbmm (functional,
 out= and in-place forms, so linear and matmul too) and as the fp32 / bf16 / fp16 kernels of the
 four torchplug:: LLM ops (when torchplug.ops is first imported, as defining those ops is not free).
-Every other dtype keeps torch's kernel. `unload()` gives them back.
+Every other dtype keeps torch's kernel. `unload()` gives them back. For torch.compile, an
+Inductor pass (inductor.py) points compiled fp16 GEMMs at the same ops.
 
 At autoload the backend calls `load(build=False)`: compiling takes about a minute and must never
 happen inside ``import torch``, so only a cached build is used there; `torchplug doctor` (or
@@ -74,6 +75,9 @@ def load(build: bool = True) -> ModuleType | None:
         select_isa()
         _registrations.extend(_register("aten", op, (torch.float16,)) for op in GEMM_OPS)
         when_torchplug_ops_defined(_register_llm_ops)
+        from .inductor import install_when_inductor_loads
+
+        install_when_inductor_loads()
         return _extension
 
 

@@ -1,0 +1,124 @@
+"""torch.compile: fp16 CPU GEMMs in Inductor graphs call torchplug's kernels in every wrapper mode.
+
+Inductor's default Python wrapper calls `extern_kernels.mm(..., out=buf)`, which goes through the
+dispatcher and so reaches torchplug's kernels anyway. Its C++ wrapper (`cpp_wrapper=True`) and
+AOTInductor call torch's kernels through C shims (`at::cpu::mm_out`) that bypass the dispatcher.
+A post-grad pass therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes to the
+`torchplug_cpu::` ops (same schemas), which every wrapper calls through the dispatcher.
+
+Importing Inductor costs over a second, so the pass is installed when Inductor's config module is
+first imported, not inside ``import torch``. A pass the user set is kept and runs first.
+"""
+
+import importlib.abc
+import importlib.util
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import torch
+
+_CONFIG = "torch._inductor.config"
+_GEMMS = ("mm", "addmm", "bmm", "baddbmm")
+_lock = threading.Lock()
+_armed = False
+
+
+def install_when_inductor_loads() -> None:
+    """Install the pass into Inductor's config now if it is imported, else right after it is."""
+    global _armed
+    with _lock:
+        if _armed:
+            return
+        _armed = True
+    if _CONFIG in sys.modules:
+        _install(sys.modules[_CONFIG])
+    else:
+        sys.meta_path.insert(0, _AfterImport(_CONFIG, _install))
+
+
+def _install(config: ModuleType) -> None:
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class Fp16GemmPass(CustomGraphPass):
+        def __init__(self, before: Any = None) -> None:
+            self.before = before  # the user's pass, kept
+
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            if self.before is not None:
+                self.before(graph)
+            rewrite_fp16_gemms(graph)
+
+        def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
+            from . import kernels
+
+            theirs = self.before.uuid() if self.before is not None else None
+            return ("torchplug-cpu-fp16-gemm", 1, kernels.loaded(), theirs)
+
+    _register_fake_kernels()
+    config.post_grad_custom_post_pass = Fp16GemmPass(config.post_grad_custom_post_pass)
+
+
+def rewrite_fp16_gemms(graph: torch.fx.Graph) -> int:
+    """Point float16 CPU mm/addmm/bmm/baddbmm nodes at torchplug_cpu's ops; returns how many."""
+    from . import kernels
+
+    if not kernels.loaded():
+        return 0
+    targets = {getattr(torch.ops.aten, name).default: getattr(torch.ops.torchplug_cpu, name).default for name in _GEMMS}
+    rewritten = 0
+    for node in graph.nodes:
+        value = node.meta.get("val")
+        if (node.op == "call_function" and node.target in targets and isinstance(value, torch.Tensor)
+                and value.dtype == torch.float16 and value.device.type == "cpu"):
+            node.target = targets[node.target]
+            rewritten += 1
+    return rewritten
+
+
+def _register_fake_kernels() -> None:
+    # Shapes and dtypes are aten's: the fake kernel of torchplug_cpu::<op> is aten::<op> on fake tensors.
+    for name in _GEMMS:
+        aten_op = getattr(torch.ops.aten, name).default
+        torch.library.register_fake(f"torchplug_cpu::{name}", lambda *args, _op=aten_op, **kwargs: _op(*args, **kwargs))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `callback(module)` once, right after the module `name` is first imported."""
+
+    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        self.name, self.callback = name, callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenCall(spec.loader, self.callback)
+        return spec
+
+
+class _ThenCall(importlib.abc.Loader):
+    """A module loader that runs a callback after the module executes; all else is the original's."""
+
+    def __init__(self, inner: Any, callback: Callable[[ModuleType], None]) -> None:
+        self.inner, self.callback = inner, callback
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        try:
+            self.callback(module)
+        except Exception as err:  # never break the import of Inductor itself
+            warnings.warn(f"torchplug-cpu: its Inductor pass could not be installed ({type(err).__name__}: {err}); "
+                          "compiled fp16 GEMMs under cpp_wrapper / AOTInductor run torch's kernels", RuntimeWarning,
+                          stacklevel=2)
