@@ -52,9 +52,11 @@ def _install(config: ModuleType) -> None:
                 self.before(graph)
             rewrite_fp16_gemms(graph)
 
-        def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
+        def uuid(self) -> Any:  # part of Inductor's FX-graph cache key; None: do not cache
             from . import kernels
 
+            if self.before is not None and not hasattr(self.before, "uuid"):
+                return None  # the user's pass is a plain callable: Inductor cannot cache it
             theirs = self.before.uuid() if self.before is not None else None
             return ("torchplug-cpu-fp16-gemm", 1, kernels.loaded(), theirs)
 
