@@ -7,7 +7,7 @@ A post-grad pass therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes
 `torchplug_cpu::` ops (same schemas), which every wrapper calls through the dispatcher.
 
 Importing Inductor costs over a second, so the pass is installed when Inductor's config module is
-first imported, not inside ``import torch``. A pass the user set is kept and runs first.
+first imported, not inside ``import torch``. Passes the user set before are kept and run first.
 """
 
 import importlib.abc
@@ -41,27 +41,20 @@ def install_when_inductor_loads() -> None:
 
 
 def _install(config: ModuleType) -> None:
-    from torch._inductor.custom_graph_pass import CustomGraphPass
+    from torch._inductor.custom_graph_pass import CustomGraphPass, get_custom_graph_passes
+
+    from . import kernels
 
     class Fp16GemmPass(CustomGraphPass):
-        def __init__(self, before: Any = None) -> None:
-            self.before = before  # the user's pass, kept
-
         def __call__(self, graph: torch.fx.Graph) -> None:
-            if self.before is not None:
-                self.before(graph)
             rewrite_fp16_gemms(graph)
 
-        def uuid(self) -> Any:  # part of Inductor's FX-graph cache key; None: do not cache
-            from . import kernels
-
-            if self.before is not None and not hasattr(self.before, "uuid"):
-                return None  # the user's pass is a plain callable: Inductor cannot cache it
-            theirs = self.before.uuid() if self.before is not None else None
-            return ("torchplug-cpu-fp16-gemm", 1, kernels.loaded(), theirs)
+        def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
+            return ("torchplug-cpu-fp16-gemm", 1, kernels.loaded())
 
     _register_fake_kernels()
-    config.post_grad_custom_post_pass = Fp16GemmPass(config.post_grad_custom_post_pass)
+    # Inductor runs a list of post-grad passes in order: any the user set stay, unchanged, first.
+    config.post_grad_custom_post_pass = [*get_custom_graph_passes(config.post_grad_custom_post_pass), Fp16GemmPass()]
 
 
 def rewrite_fp16_gemms(graph: torch.fx.Graph) -> int:
