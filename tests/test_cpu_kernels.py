@@ -594,3 +594,22 @@ def test_a_users_inductor_pass_set_before_the_kernels_load_still_runs():
     report = json.loads(run_python(code, TORCHPLUG_CPU_ISA="sse9", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1").stdout)
     assert report == {"loaded_at_import": False, "mine_ran": True, "calls": 1}
 
+
+def test_aot_inductor_packages_are_not_rewritten_and_stay_portable():
+    code = """
+        import json, os, tempfile, warnings, zipfile
+        warnings.simplefilter("ignore")
+        import torch
+        torch.manual_seed(0)
+        mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).half().eval()
+        x = torch.randn(8, 64).half()
+        with torch.no_grad():
+            path = torch._inductor.aoti_compile_and_package(
+                torch.export.export(mlp, (x,)), package_path=os.path.join(tempfile.mkdtemp(), "mlp.pt2"))
+            out = torch._inductor.aoti_load_package(path)(x)
+            with zipfile.ZipFile(path) as package:
+                mentions = any(b"torchplug_cpu" in package.read(name) for name in package.namelist())
+            print(json.dumps({"close": torch.allclose(out, mlp(x), rtol=2e-3, atol=2e-3), "mentions": mentions}))
+    """
+    assert json.loads(run_python(code).stdout) == {"close": True, "mentions": False}
+

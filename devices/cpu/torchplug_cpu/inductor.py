@@ -1,10 +1,11 @@
 """torch.compile: fp16 CPU GEMMs in Inductor graphs call torchplug's kernels in every wrapper mode.
 
 Inductor's default Python wrapper calls `extern_kernels.mm(..., out=buf)`, which goes through the
-dispatcher and so reaches torchplug's kernels anyway. Its C++ wrapper (`cpp_wrapper=True`) and
-AOTInductor call torch's kernels through C shims (`at::cpu::mm_out`) that bypass the dispatcher.
-A post-grad pass therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes to the
-`torchplug_cpu::` ops (same schemas), which every wrapper calls through the dispatcher.
+dispatcher and so reaches torchplug's kernels anyway. Its C++ wrapper (`cpp_wrapper=True`) calls
+torch's kernels through C shims (`at::cpu::mm_out`) that bypass the dispatcher. A post-grad pass
+therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes to the `torchplug_cpu::` ops (same
+schemas), which both wrappers call through the dispatcher. AOTInductor packages are not rewritten,
+so they stay portable to machines without torchplug (and run torch's fp16 GEMM).
 
 Importing Inductor costs over a second, so the pass is installed when Inductor's config module is
 first imported, not inside ``import torch``. Passes the user set before are kept and run first.
@@ -50,7 +51,9 @@ def _install(config: ModuleType) -> None:
             rewrite_fp16_gemms(graph)
 
         def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
-            return ("torchplug-cpu-fp16-gemm", 1, kernels.loaded())
+            from torch._inductor.virtualized import V
+
+            return ("torchplug-cpu-fp16-gemm", 2, kernels.loaded(), V.aot_compilation)
 
     _register_fake_kernels()
     # Inductor runs a list of post-grad passes in order: any the user set stay, unchanged, first.
@@ -58,10 +61,16 @@ def _install(config: ModuleType) -> None:
 
 
 def rewrite_fp16_gemms(graph: torch.fx.Graph) -> int:
-    """Point float16 CPU mm/addmm/bmm/baddbmm nodes at torchplug_cpu's ops; returns how many."""
+    """Point float16 CPU mm/addmm/bmm/baddbmm nodes at torchplug_cpu's ops; returns how many.
+
+    AOTInductor packages are left alone: rewritten, they would only run where torchplug-cpu is
+    loaded (and torch 2.13's AOTInductor proxy executor rejects these ops' Scalar arguments).
+    """
+    from torch._inductor.virtualized import V
+
     from . import kernels
 
-    if not kernels.loaded():
+    if not kernels.loaded() or V.aot_compilation:
         return 0
     targets = {getattr(torch.ops.aten, name).default: getattr(torch.ops.torchplug_cpu, name).default for name in _GEMMS}
     rewritten = 0
@@ -115,5 +124,5 @@ class _ThenCall(importlib.abc.Loader):
             self.callback(module)
         except Exception as err:  # never break the import of Inductor itself
             warnings.warn(f"torchplug-cpu: its Inductor pass could not be installed ({type(err).__name__}: {err}); "
-                          "compiled fp16 GEMMs under cpp_wrapper / AOTInductor run torch's kernels", RuntimeWarning,
+                          "compiled fp16 GEMMs under cpp_wrapper run torch's kernels", RuntimeWarning,
                           stacklevel=2)
