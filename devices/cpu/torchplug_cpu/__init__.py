@@ -5,7 +5,7 @@ import warnings
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, TorchplugWarning
 
 BUILD_HINT = "build them once (about a minute) with: torchplug doctor cpu"
 
@@ -33,7 +33,7 @@ class CpuBackend(Backend):
         except Exception as err:  # e.g. a TORCHPLUG_CPU_ISA this CPU cannot run: the device still works
             self.kernel_problem = f"kernels not registered: {str(err).removeprefix('torchplug-cpu: ')}"
         if self.kernel_problem:
-            warnings.warn(f"torchplug-cpu: {self.kernel_problem}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"torchplug-cpu: {self.kernel_problem}", TorchplugWarning, stacklevel=2)
 
     def status(self) -> DeviceStatus:
         from . import kernels

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from torchplug.entrypoints import TorchplugWarning
+
 _CONFIG = "torch._inductor.config"
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
 _lock = threading.Lock()
@@ -124,5 +126,5 @@ class _ThenCall(importlib.abc.Loader):
             self.callback(module)
         except Exception as err:  # never break the import of Inductor itself
             warnings.warn(f"torchplug-cpu: its Inductor pass could not be installed ({type(err).__name__}: {err}); "
-                          "compiled fp16 GEMMs under cpp_wrapper run torch's kernels", RuntimeWarning,
+                          "compiled fp16 GEMMs under cpp_wrapper run torch's kernels", TorchplugWarning,
                           stacklevel=2)
