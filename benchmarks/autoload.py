@@ -9,12 +9,11 @@ plugins, discovery) inside each process, as a share of that process's `import to
 """
 
 import argparse
-import os
 import subprocess
 import sys
 import time
 
-from common import median_ms, print_table
+from common import clean_env, median_ms, print_table
 
 CHECK = "import torch, torchplug.entrypoints as ep; print(','.join(ep.loaded()))"
 # With autoload off, import torch, then run torch's own autoload step and time both.
@@ -28,9 +27,7 @@ print(imported - start, time.perf_counter() - imported)
 
 
 def env_with(autoload: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPLUG_")}
-    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "1" if autoload else "0"
-    return env
+    return clean_env(TORCH_DEVICE_BACKEND_AUTOLOAD="1" if autoload else "0")
 
 
 def time_import(env: dict[str, str]) -> float:

@@ -1,7 +1,15 @@
-"""Shared pieces of the benchmark scripts: medians and a plain table."""
+"""Shared pieces of the benchmark scripts: medians, a plain table, a child process's environment."""
 
+import os
 import statistics
 from collections.abc import Sequence
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """This environment without the caller's TORCHPLUG_* settings, plus `overrides`: what a
+    measured child process runs with, so only the benchmark decides torchplug's configuration."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPLUG_")}
+    return {**env, **overrides}
 
 
 def median_ms(samples: Sequence[float]) -> float:

@@ -28,7 +28,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import print_table
+from common import clean_env, print_table
 
 # (name, flops, setup(dtype) -> zero-argument callable)
 def _square(n):
@@ -139,9 +139,7 @@ def dtype_worker(quick):
 
 
 def run_worker(flag, quick, threads, plugin=False, compile_mlp=False):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPLUG_")}
-    if not plugin:
-        env["TORCHPLUG_DISABLE"] = "cpu"
+    env = clean_env() if plugin else clean_env(TORCHPLUG_DISABLE="cpu")
     cmd = [sys.executable, os.path.abspath(__file__), flag, f"--threads={threads}"]
     cmd += (["--quick"] if quick else []) + ([] if compile_mlp else ["--no-compile"])
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
