@@ -8,6 +8,7 @@ fresh process that never loads torchplug's kernels. No timing is asserted anywhe
 
 import json
 import math
+import textwrap
 import threading
 
 import pytest
@@ -520,10 +521,23 @@ def test_bound_is_tight_enough_to_catch_fp16_accumulation():
 # ---- torch.compile: Inductor graphs call the torchplug_cpu:: GEMM ops (torchplug_cpu/inductor.py) ----
 
 
+# The compiled-model tests' model and input, run in this process or at the top of a fresh one.
+FP16_MLP = """import json, sys, torch
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).half().eval()
+x = torch.randn(8, 64).half()
+"""
+
+
+def with_fp16_mlp(code: str) -> str:
+    """`code` (indented as written in this file) run after FP16_MLP has defined `mlp` and `x`."""
+    return FP16_MLP + textwrap.dedent(code)
+
+
 def test_compiled_fp16_mlp_uses_the_fp16_gemm(ext):
-    torch.manual_seed(0)
-    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).half().eval()
-    x = rand(8, 64)
+    namespace = {}
+    exec(FP16_MLP, namespace)
+    mlp, x = namespace["mlp"], namespace["x"]
     with torch.no_grad():
         compiled = torch.compile(mlp)  # default mode: Inductor's C++ codegen, GEMMs as extern kernels
         _, (code, *_) = run_and_get_code(compiled, x)
@@ -535,16 +549,12 @@ def test_compiled_fp16_mlp_uses_the_fp16_gemm(ext):
     assert "at::vec::Vectorized<at::Half>" in code  # the GELU: Inductor's C++ codegen, fp16 vectorised
 
 
-CPP_WRAPPER_MLP = """
-    import json, sys, torch
+CPP_WRAPPER_MLP = with_fp16_mlp("""
     inductor_at_import = "torch._inductor.config" in sys.modules
     import torch._inductor.config as config
     config.cpp_wrapper = True  # C++ wrapper: torch's kernels are called through C shims
     from torchplug_cpu import kernels
     ext = kernels.extension()
-    torch.manual_seed(0)
-    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).half().eval()
-    x = torch.randn(8, 64).half()
     with torch.no_grad():
         compiled = torch.compile(mlp)
         compiled(x)
@@ -552,7 +562,7 @@ CPP_WRAPPER_MLP = """
         out = compiled(x)
         print(json.dumps({"inductor_at_import": inductor_at_import, "calls": ext.fp16_gemm_calls() - before,
                           "close": torch.allclose(out, mlp(x), rtol=2e-3, atol=2e-3)}))
-"""
+""")
 
 
 def test_compiled_fp16_mlp_with_the_cpp_wrapper_uses_the_fp16_gemm(ext):
@@ -596,13 +606,9 @@ def test_a_users_inductor_pass_set_before_the_kernels_load_still_runs():
 
 
 def test_aot_inductor_packages_are_not_rewritten_and_stay_portable():
-    code = """
-        import json, os, tempfile, warnings, zipfile
+    code = with_fp16_mlp("""
+        import os, tempfile, warnings, zipfile
         warnings.simplefilter("ignore")
-        import torch
-        torch.manual_seed(0)
-        mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).half().eval()
-        x = torch.randn(8, 64).half()
         with torch.no_grad():
             path = torch._inductor.aoti_compile_and_package(
                 torch.export.export(mlp, (x,)), package_path=os.path.join(tempfile.mkdtemp(), "mlp.pt2"))
@@ -610,6 +616,6 @@ def test_aot_inductor_packages_are_not_rewritten_and_stay_portable():
             with zipfile.ZipFile(path) as package:
                 mentions = any(b"torchplug_cpu" in package.read(name) for name in package.namelist())
             print(json.dumps({"close": torch.allclose(out, mlp(x), rtol=2e-3, atol=2e-3), "mentions": mentions}))
-    """
+    """)
     assert json.loads(run_python(code).stdout) == {"close": True, "mentions": False}
 
