@@ -11,11 +11,17 @@ __version__ = "0.1.0"
 # The plugin contract version. A BackendSpec must declare it; bump it on incompatible change.
 API_VERSION = 1
 
+
+
+class TorchplugWarning(UserWarning):
+    """The category of every warning torchplug issues: one filter silences them all."""
+
+
 # Import torch before any torchplug submodule starts: if torchplug is imported first, torch's
 # autoload then runs the plugin loader while no torchplug module is half-initialised.
 import torch  # noqa: E402,F401
 
-_SUBMODULES = ("dispatcher", "entrypoints", "conformance", "ops")
+_SUBMODULES = ("conformance", "dispatcher", "emulation", "entrypoints", "extension", "ops")
 _ENTRYPOINT_EXPORTS = ("Backend", "BackendSpec", "PluginError", "backend")
 
 

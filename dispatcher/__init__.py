@@ -1,7 +1,7 @@
 """The dispatcher: kernel registry, routing by device key, governed fallback, coverage, trace.
 
-Names load on first access: the emulated runtime (torchplug.dispatcher.emulation) is imported
-inside ``import torch`` and must not pull in the rest.
+Names load on first access: backends register kernels inside ``import torch``, which must not
+pull in the rest.
 """
 
 from importlib import import_module

@@ -3,7 +3,7 @@
 from pathlib import Path
 from types import ModuleType
 
-from .extension import load_cached, load_extension
+from ..extension import load_cached, load_extension
 
 _NAME = "torchplug_dispatch"
 _SOURCES = [Path(__file__).parent / "csrc" / name for name in ("bindings.cpp", "dtype_split.cpp", "governed_fallback.cpp")]

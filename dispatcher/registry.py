@@ -50,7 +50,7 @@ def ready_backend(name: str) -> Backend:
     """
     found = loaded_backend(name)
     if found.status().mode == "emulated":
-        from .emulation import ensure
+        from ..emulation import ensure
 
         ensure()
     return found

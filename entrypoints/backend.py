@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 import torch
 
-from .spec import BackendSpec
+from .spec import STANDARD_DTYPES, BackendSpec
 
 Mode = Literal["native", "emulated", "unavailable"]
 
@@ -43,15 +43,17 @@ class Backend:
     def _setup_emulation(self) -> None:
         # Opt-in only: without TORCHPLUG_EMULATE nothing is imported and nothing changes.
         if os.environ.get("TORCHPLUG_EMULATE"):
-            from ..dispatcher.emulation import attach
+            from ..emulation import attach
 
-            attach(self)
+            attach(self, STANDARD_DTYPES - self.spec.dtypes)
 
     def status(self) -> DeviceStatus:
         if self._status is None and os.environ.get("TORCHPLUG_EMULATE"):
-            from ..dispatcher.emulation import status_for
+            from ..emulation import status_for
 
-            self._status = status_for(self)  # emulated, or why the requested emulation is not possible
+            emulated = status_for(self)  # emulated, or why the requested emulation is not possible
+            if emulated is not None:
+                self._status = DeviceStatus(*emulated)
         if self._status is None:
             try:
                 reason = self.native_unavailable_reason()

@@ -22,6 +22,7 @@ from typing import Literal
 
 import torch
 
+from .. import TorchplugWarning
 from .. import __version__ as torchplug_version
 from .backend import Backend
 from .versions import InvalidRange, version_in_range
@@ -32,10 +33,6 @@ Status = Literal["loaded", "failed", "incompatible", "skipped", "pending"]
 
 class PluginError(RuntimeError):
     """A plugin that was asked for explicitly cannot be used; the message says why and the fix."""
-
-
-class TorchplugWarning(UserWarning):
-    pass
 
 
 @dataclass

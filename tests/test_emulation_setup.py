@@ -5,7 +5,7 @@ when ``import torch`` autoloads the plugins)."""
 import pytest
 
 from emulation_helpers import run_json, run_snippet
-from torchplug.dispatcher.emulation.config import EmulationConfigError, from_environ, parse_size
+from torchplug.emulation.config import EmulationConfigError, from_environ, parse_size
 
 ISSUE_SNIPPET = '''
 import torch
@@ -81,7 +81,7 @@ def test_off_unless_asked_for():
             torch.empty(1, device="xpu"); error = None
         except Exception as err:
             error = str(err)
-        heavy = [m for m in ("torch.utils.cpp_extension", "torchplug.dispatcher.emulation", "torchplug_emulation")
+        heavy = [m for m in ("torch.utils.cpp_extension", "torchplug.emulation", "torchplug_emulation")
                  if m in sys.modules]
         print(json.dumps([torch.xpu.is_available(), error, heavy, ep.loaded_backend("xpu").status().mode]))
     ''')
@@ -95,7 +95,7 @@ def test_import_stays_light_and_the_notice_comes_once_at_first_use():
     # and no device type is configured before first use.
     result = run_snippet('''
         import sys, torch
-        from torchplug.dispatcher.emulation import runtime
+        from torchplug.emulation import runtime
         heavy = [m for m in ("torch.utils.cpp_extension",) if m in sys.modules]
         heavy += [t for t in ("xpu", "mps") if runtime.is_configured(t)]
         print("after import:", heavy, flush=True)

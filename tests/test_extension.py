@@ -31,7 +31,7 @@ def test_a_changed_source_header_or_flag_makes_the_cache_stale(tmp_path):
         return run_python(f"""
             import torch
             from pathlib import Path
-            from torchplug.dispatcher.extension import load_cached
+            from torchplug.extension import load_cached
             sources = [Path({str(tmp_path)!r}) / name for name in {SOURCE_NAMES!r}]
             print(load_cached("torchplug_dispatch", sources, extra_cflags={list(flags)!r}) is not None)
         """, TORCHPLUG_DISABLE="cpu").stdout.strip() == "True"  # the CPU plugin would import it first

@@ -43,7 +43,7 @@ def extension(build: bool = True) -> ModuleType | None:
     global _extension
     with _lock:
         if _extension is None:
-            from torchplug.dispatcher import extension as builder
+            from torchplug import extension as builder
 
             sources = sorted(CSRC.glob("*.cpp"))
             _extension = (builder.load_extension(EXTENSION_NAME, sources, CFLAGS) if build

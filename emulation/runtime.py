@@ -15,7 +15,7 @@ from types import ModuleType
 
 import torch
 
-from ...entrypoints.loader import TorchplugWarning
+from .. import TorchplugWarning
 from .attach import Attachment, attached
 from .config import current
 

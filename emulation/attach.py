@@ -69,8 +69,12 @@ def _decline(name: str, reason: str) -> None:
     _declined[name] = reason
 
 
-def attach(backend) -> Attachment | None:
-    """Called from Backend.setup() when TORCHPLUG_EMULATE is set: emulate `backend` if asked and sound."""
+def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None:
+    """Called from Backend.setup() when TORCHPLUG_EMULATE is set: emulate `backend` if asked and sound.
+
+    `backend` is a torchplug Backend (its spec and native probe are read); `refused_dtypes` are the
+    standard dtypes its device lacks, which the emulated device refuses as the real one would.
+    """
     spec = backend.spec
     name = spec.name
     if name not in requested_names():
@@ -101,8 +105,6 @@ def attach(backend) -> Attachment | None:
             other = _attached[spec.device_type].backend
             _decline(name, f"backend {other!r} already emulates the {spec.device_type!r} device type")
             return None
-        from ...entrypoints.spec import STANDARD_DTYPES
-
         count = config.device_count(name)
         attachment = Attachment(
             backend=name,
@@ -110,7 +112,7 @@ def attach(backend) -> Attachment | None:
             dispatch_key=spec.dispatch_key,
             count=count,
             capacities=(config.capacity(name),) * count,
-            refused_dtypes=frozenset(STANDARD_DTYPES - spec.dtypes),
+            refused_dtypes=frozenset(refused_dtypes),
             label=LABELS.get(name, name),
         )
         from .hooks import install
@@ -127,14 +129,12 @@ def _native_works(backend) -> bool:
         return False
 
 
-def status_for(backend):
-    """The backend's DeviceStatus when TORCHPLUG_EMULATE concerns it, else None (native probe decides)."""
-    from ...entrypoints.backend import DeviceStatus
-
+def status_for(backend) -> tuple[str, str] | None:
+    """(mode, reason) when TORCHPLUG_EMULATE concerns `backend`, else None (its native probe decides)."""
     name, device_type = backend.spec.name, backend.spec.device_type
     attachment = _attached.get(device_type)
     if attachment is not None and attachment.backend == name:
-        return DeviceStatus(
+        return (
             "emulated",
             f"TORCHPLUG_EMULATE={name}: {attachment.count} host-memory device(s) named "
             f"{attachment.device_name!r}; kernels run on the CPU",
@@ -146,4 +146,4 @@ def status_for(backend):
         native = backend.native_unavailable_reason()
     except Exception as err:
         native = f"availability probe raised {type(err).__name__}: {err}"
-    return DeviceStatus("unavailable", f"{native}; TORCHPLUG_EMULATE asked for it, but {reason}")
+    return "unavailable", f"{native}; TORCHPLUG_EMULATE asked for it, but {reason}"

@@ -1,6 +1,6 @@
 """Compile the emulated runtime on first use; later processes load it from the cache.
 
-torchplug.dispatcher.extension does the work: torch's own cpp_extension against the installed
+torchplug.extension does the work: torch's own cpp_extension against the installed
 torch (never an isolated build environment), and a fingerprinted cache that a later process
 imports without loading torch.utils.cpp_extension. The sources include only c10/ATen headers and
 pybind11, not torch/extension.h, which keeps the first build to about 30 s of CPU time.
