@@ -21,7 +21,7 @@ class TorchplugWarning(UserWarning):
 # autoload then runs the plugin loader while no torchplug module is half-initialised.
 import torch  # noqa: E402,F401
 
-_SUBMODULES = ("conformance", "dispatcher", "emulation", "entrypoints", "extension", "ops")
+_SUBMODULES = ("codegen", "conformance", "dispatcher", "emulation", "entrypoints", "extension", "ops")
 _ENTRYPOINT_EXPORTS = ("Backend", "BackendSpec", "PluginError", "backend")
 
 

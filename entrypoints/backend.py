@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 import torch
 
+from ..codegen import CodegenTarget
 from .spec import STANDARD_DTYPES, BackendSpec
 
 Mode = Literal["native", "emulated", "unavailable"]
@@ -61,6 +62,10 @@ class Backend:
                 reason = f"availability probe raised {type(err).__name__}: {err}"
             self._status = DeviceStatus("native") if reason is None else DeviceStatus("unavailable", reason)
         return self._status
+
+    def codegen(self) -> CodegenTarget | None:
+        """This backend's torch.compile target, or None when it has none (compile is unsupported)."""
+        return None
 
     def is_available(self) -> bool:
         return self.status().mode != "unavailable"
