@@ -1,0 +1,89 @@
+"""Run a worker script as the ranks of one torch.distributed job, on 127.0.0.1, bounded in time.
+
+Every rank is a real process. The job gets a free port, a process-group timeout (passed to the
+worker as TORCHPLUG_TEST_PG_TIMEOUT) and a hard wall-clock limit: when the limit passes, every
+rank still running is killed and the test fails with what each rank printed, so no test can hang.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import clean_env
+
+WORKERS = Path(__file__).resolve().parent / "dist_workers"
+
+
+@dataclass
+class Rank:
+    rank: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict:
+        """The JSON document the worker printed as its last line."""
+        return json.loads(self.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(worker: str, *args: str, world_size: int = 2, limit: float = 120.0, pg_timeout: float = 60.0,
+              rank_env: dict[int, dict[str, str]] | None = None, **env: str) -> list[Rank]:
+    """Start `world_size` ranks of dist_workers/<worker>.py; wait at most `limit` seconds for all."""
+    port = free_port()
+    procs = []
+    for rank in range(world_size):
+        environ = clean_env(
+            RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size),
+            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHPLUG_TEST_PG_TIMEOUT=str(pg_timeout),
+            **env, **(rank_env or {}).get(rank, {}),
+        )
+        procs.append(subprocess.Popen(
+            [sys.executable, str(WORKERS / f"{worker}.py"), *args], env=environ, cwd="/",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    deadline = time.monotonic() + limit
+    ranks = []
+    try:
+        for rank, proc in enumerate(procs):
+            try:
+                out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"rank {rank} of {worker} still running after {limit:.0f}s:\n"
+                                     + _outputs(procs)) from None
+            ranks.append(Rank(rank, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return ranks
+
+
+def _outputs(procs: list[subprocess.Popen]) -> str:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+    parts = []
+    for rank, proc in enumerate(procs):
+        out, err = proc.communicate()
+        parts.append(f"--- rank {rank} (exit {proc.returncode})\n{out}\n{err[-4000:]}")
+    return "\n".join(parts)
+
+
+def ok(ranks: list[Rank]) -> list[dict]:
+    """Every rank's JSON result, after checking that every rank exited cleanly."""
+    failed = [r for r in ranks if r.returncode != 0]
+    if failed:
+        raise AssertionError("\n".join(f"--- rank {r.rank} exited {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
+                                       for r in failed))
+    return [r.json() for r in ranks]
