@@ -8,6 +8,8 @@ import time
 from typing import Any, TextIO
 
 from .cases import CaseResult
+from .manifest import Manifest, locate
+from .manifest import load as load_manifest
 from .plan import make_plan
 from .progress import Progress
 from .report.schema import SCHEMA, machine, repro_command, repro_snippet, summary
@@ -18,12 +20,17 @@ SNIPPET_STATUSES = ("fail", "crashed", "timeout", "xpass")
 
 
 def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: float = 60.0,
-        env: dict[str, str] | None = None, stream: TextIO = sys.stderr, runtime_checks: bool = True) -> dict[str, Any]:
-    """Run the selected cases (and the runtime checks) on `backend`; returns the report (schema v1)."""
+        env: dict[str, str] | None = None, stream: TextIO = sys.stderr, runtime_checks: bool = True,
+        manifest: Manifest | None = None) -> dict[str, Any]:
+    """Run the selected cases (and the runtime checks) on `backend`; returns the report (schema v1).
+
+    `manifest` defaults to the backend's own conformance.toml.
+    """
     from . import opinfo
     from .runtime_checks import CHECKS
 
     started = time.monotonic()
+    manifest = manifest if manifest is not None else load_manifest(locate(backend))
     worker_env = {**os.environ, **(env or {})}
     worker_env.setdefault("OMP_NUM_THREADS", "1")  # parallelism comes from the workers, one core each
     results: list[CaseResult] = []
@@ -31,7 +38,7 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     progress: Progress | None = None
 
     def on_result(result: CaseResult) -> None:
-        results.append(result)
+        results.append(manifest.apply(result, selection.tier))
         if progress is not None:
             progress.case(result.status)
 
@@ -43,7 +50,7 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     try:
         opinfo.all_ops()  # the parent reads the op database while the workers start
         info = runner.hello()
-        plan = make_plan(selection, set(info["dtypes"]), info["compile_reason"])
+        plan = make_plan(selection, set(info["dtypes"]), info["compile_reason"], manifest)
         jobs = [Job({"group": group.op}, group=group) for group in plan.groups]
         if runtime_checks and selection.op is None:
             jobs.insert(0, Job({"checks": list(CHECKS)}))
@@ -54,6 +61,7 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
         runner.close()
     results += plan.unrunnable
     results.sort(key=lambda r: r.case)
+    info["manifest"] = str(manifest.path) if manifest.path else None
     return build_report(backend, info, selection, results, checks, plan.mode_notes, time.monotonic() - started)
 
 

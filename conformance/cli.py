@@ -31,6 +31,11 @@ def add_parser(commands: Any) -> None:
     check.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it is a timeout "
                                                                    "(compile cases get 5x)")
     check.add_argument("--no-runtime-checks", action="store_true", help="only the op matrix")
+    check.add_argument("--manifest", type=Path, help="use this conformance.toml instead of the backend's own")
+    check.add_argument("--update-manifest", action="store_true",
+                       help="write this run's failures into the manifest as xfails (review them)")
+    check.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
+                       help="compare two report.json files: regressions, fixes, new crashes (runs nothing)")
     check.set_defaults(run=cmd_check)
 
 
@@ -46,20 +51,41 @@ def _selection(args: argparse.Namespace) -> Selection:
     return Selection(args.tier, modes, dtypes, args.ops, args.op, args.sample)
 
 
+def cmd_compare(before_path: Path, after_path: Path) -> int:
+    from .report import load
+    from .report.compare import diff, render
+
+    before, after = load(before_path), load(after_path)
+    changes = diff(before, after)
+    print(render(before, after, changes))
+    return 1 if changes["regressions"] or changes["new_crashes"] else 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    from . import manifest as manifests
     from .check import run
     from .report.console import render
     from .runner import CheckError
 
+    if args.compare:
+        return cmd_compare(*args.compare)
     backend, env = args.backend, {}
     if backend is None:
         backend, env = DEFAULT_BACKEND, {"TORCHPLUG_EMULATE": DEFAULT_BACKEND}
+    manifest_path = args.manifest or manifests.locate(backend)
     try:
+        manifest = manifests.load(manifest_path)
         report = run(backend, _selection(args), workers=args.workers, timeout_s=args.timeout, env=env,
-                     runtime_checks=not args.no_runtime_checks)
-    except CheckError as err:
+                     runtime_checks=not args.no_runtime_checks, manifest=manifest)
+    except (CheckError, manifests.ManifestError) as err:
         print(f"torchplug check: error: {err}", file=sys.stderr)
         return 2
+    if args.update_manifest:
+        if manifest_path is None:
+            print(f"torchplug check: no manifest location for '{backend}' (give --manifest PATH)", file=sys.stderr)
+            return 2
+        manifest_path.write_text(manifests.updated(manifest, report))
+        print(f"wrote {manifest_path}: review each reason before committing it", file=sys.stderr)
     if args.report:
         from .report import write_all
 

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from .cases import Case, CaseResult
+from .manifest import Manifest
 from .tiers import SAMPLES, Selection, tier_ops, wanted
 
 
@@ -27,7 +28,8 @@ class Plan:
     mode_notes: dict[str, str]  # mode -> why it cannot run at all on this backend
 
 
-def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: str | None) -> Plan:
+def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: str | None,
+              manifest: Manifest | None = None) -> Plan:
     import torch
 
     from . import opinfo
@@ -57,6 +59,11 @@ def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: st
                 if mode == "autograd" and not entry.requires_grad(dtype):
                     continue
                 if mode == "compile" and dtype_name not in compile_dtypes:
+                    continue
+                skip = manifest and manifest.entry_for(Case(name, dtype_name, mode, 0), selection.tier, "skip")
+                if skip:
+                    unrunnable.append(CaseResult(Case(name, dtype_name, mode, selection.sample or 0), "skip",
+                                                 "skipped by the manifest", manifest_reason=skip.reason))
                     continue
                 chosen[mode] = [selection.sample] if selection.sample is not None else None
             if not chosen:

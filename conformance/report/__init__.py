@@ -10,10 +10,11 @@ __all__ = ["SCHEMA", "load", "repro_command", "repro_snippet", "summary", "write
 
 def write_all(report: dict[str, Any], directory: Path) -> list[Path]:
     """report.json, then the views derived from it."""
-    from .markdown import render as markdown
+    from . import html, junit, markdown
 
     directory.mkdir(parents=True, exist_ok=True)
     written = [write_json(report, directory / "report.json")]
-    (directory / "report.md").write_text(markdown(report))
-    written.append(directory / "report.md")
+    for name, view in (("report.md", markdown), ("report.html", html), ("junit.xml", junit)):
+        (directory / name).write_text(view.render(report))
+        written.append(directory / name)
     return written
