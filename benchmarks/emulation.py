@@ -1,16 +1,14 @@
 """Emulated device vs CPU on the same ops, in one run: medians, a table and the ratios.
 
-    python benchmarks/emulation.py [--device xpu] [--rounds 7] [--json results.json]
+    python benchmarks/emulation.py [--device xpu] [--rounds 7] [--json PATH]
 
 Each case is timed in alternating CPU / device rounds (so drift in machine load hits both
-sides alike) and every round's time per call is recorded; the table shows the medians. Targets
-(issue 3): add on 1M float32 <= 1.15x CPU, 1024x1024 matmul <= 1.10x, a 16-element add <= 2x.
+sides alike) and every round's time per call is recorded; the table shows the medians.
+Verdicts (exit status 1 if one fails): add on 1M float32 <= 1.15x CPU, 1024x1024 matmul <= 1.10x,
+a 16-element add <= 2x. An emulated result that differs from the CPU's is an error.
 """
 
-import argparse
-import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +20,8 @@ for i, arg in enumerate(sys.argv):  # the device must be emulated before torch i
 os.environ.setdefault("TORCHPLUG_EMULATE", "mps" if DEVICE == "mps" else DEVICE)
 
 import torch  # noqa: E402
+
+from common import Measurement, Report, parser  # noqa: E402
 
 CASES = [  # name, shape, calls per round, target ratio
     ("add 1M float32", (1 << 20,), 200, 1.15),
@@ -41,7 +41,8 @@ def _round(fn: Callable, a: torch.Tensor, b: torch.Tensor, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def measure(device: str, rounds: int) -> list[dict]:
+def measure(report: Report, device: str, rounds: int) -> list[tuple[str, Measurement, Measurement, float]]:
+    """[(case, cpu us, device us, target ratio)], every round's time per call kept."""
     results = []
     for name, shape, calls, target in CASES:
         fn = _op(name)
@@ -53,42 +54,32 @@ def measure(device: str, rounds: int) -> list[dict]:
             _round(fn, *side, max(1, calls // 10))
         cpu_times, dev_times = [], []
         for _ in range(rounds):
-            cpu_times.append(_round(fn, cpu_a, cpu_b, calls))
-            dev_times.append(_round(fn, dev_a, dev_b, calls))
-        cpu_us, dev_us = statistics.median(cpu_times) * 1e6, statistics.median(dev_times) * 1e6
-        results.append({
-            "case": name, "cpu_us": cpu_us, "device_us": dev_us, "ratio": dev_us / cpu_us, "target": target,
-            "calls_per_round": calls, "rounds": rounds,
-        })
+            cpu_times.append(_round(fn, cpu_a, cpu_b, calls) * 1e6)
+            dev_times.append(_round(fn, dev_a, dev_b, calls) * 1e6)
+        results.append((name, report.add(f"{name}, cpu", cpu_times, "us"),
+                        report.add(f"{name}, emulated {device}", dev_times, "us"), target))
     return results
 
 
-def table(results: list[dict], device: str) -> str:
-    rows = [f"| case | cpu (us) | emulated {device} (us) | ratio | target | holds |", "|---|---:|---:|---:|---:|---|"]
-    for r in results:
-        holds = "yes" if r["ratio"] <= r["target"] else "NO"
-        rows.append(
-            f"| {r['case']} | {r['cpu_us']:.2f} | {r['device_us']:.2f} | {r['ratio']:.3f}x | "
-            f"<= {r['target']:.2f}x | {holds} |"
-        )
-    return "\n".join(rows)
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=DEVICE, help="emulated device type (default: xpu)")
-    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per case (default: 7)")
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--device", default=DEVICE, help="emulated device type (default: xpu)")
+    cli.add_argument("--rounds", type=int, default=7, help="alternating CPU / device rounds per case (default: 7)")
+    args = cli.parse_args()
+    report = Report("emulation", args)
     torch.empty(1, device=args.device)  # builds or loads the runtime before timing
-    results = measure(args.device, args.rounds)
+    results = measure(report, args.device, args.rounds)
     device = torch.empty(0, device=args.device).device
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}")
-    print(table(results, args.device))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(results, out, indent=2)
-    return 0 if all(r["ratio"] <= r["target"] for r in results) else 1
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, "
+          f"medians of {args.rounds} rounds\n")
+    ratios = [(name, cpu, dev, report.record(dev.ratio(cpu, f"{name}, emulated / cpu")), target)
+              for name, cpu, dev, target in results]
+    report.table(("case", "cpu (us)", f"emulated {args.device} (us)", "ratio", "target"),
+                 [(name, cpu.cell, dev.cell, ratio.cell, f"<= {target:.2f}") for name, cpu, dev, ratio, target in ratios])
+    print()
+    for name, _, _, ratio, target in ratios:
+        report.verdict(ratio.median <= target, f"{name}: emulated / cpu = {ratio.cell} (target <= {target:.2f})", ratio)
+    return report.finish()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """FP16 GEMM on the CPU: torch fp32, stock torch fp16, torchplug fp16 and torch bf16, in GFLOP/s.
 
-    python benchmarks/fp16_gemm.py [--quick] [--threads N]
+    python benchmarks/fp16_gemm.py [--quick | --no-compile] [--threads N] [--json PATH]
 
 Everything is measured in this one run. Stock fp16 runs first, in a subprocess with
 TORCHPLUG_DISABLE=cpu that never loads torchplug's kernels. Then this process (torchplug's kernels
@@ -9,26 +9,29 @@ through torchplug's dtype split), calling the dtypes in turn so that load change
 The plugin's cost on the dtypes it does not serve is measured in pairs of fresh processes without
 and with it, alternating. Figures are medians; cases that take over ~2 s per call (stock fp16 /
 bf16 at 2048^2 on CPUs without AVX512-FP16 / AVX512-BF16) run once.
-Then the fp16 MLP of issue 5 (Linear 1024->4096, GELU, Linear 4096->1024) compiled with
+Then an fp16 MLP (Linear 1024->4096, GELU, Linear 4096->1024) compiled with
 torch.compile: torchplug in default mode against stock default and stock max-autotune + freezing
 (both in the stock subprocess). A last table times the four portable LLM ops (torchplug.ops,
 served on the CPU by torchplug's kernels) against their plain-torch reference. --quick skips the
 2048^2 row, the slow stock / bf16 cases and the compiled MLP; --no-compile skips only the MLP.
+Verdicts (exit status 1 if one fails): torchplug fp16 >= 1.6x torch fp32 at 1024^2, 2048^2 and the
+64x4096 linear; the compiled MLP >= 1.5x faster than stock max-autotune + freezing. A figure whose
+repeats scatter by more than 1.3x (max/min) is marked ~ and so is a verdict resting on it.
 """
 
 import argparse
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
 
-from common import clean_env, print_table
+from common import Measurement, Report, clean_env, parser
+
 
 # (name, flops, setup(dtype) -> zero-argument callable)
 def _square(n):
@@ -53,17 +56,18 @@ def _attention_scores(batch, seq, head_dim):
 
 
 CASES = [_square(256), _square(1024), _square(2048), _linear(64, 4096, 4096), _attention_scores(32, 512, 128)]
-TARGET_RATIO = 1.6  # torchplug fp16 / torch fp32, issue 5
+TARGET_RATIO = 1.6  # torchplug fp16 / torch fp32
+MLP_TARGET = 1.5  # compiled MLP: stock max-autotune + freezing / torchplug default
 TARGET_CASES = ("mm 1024x1024 @ 1024x1024", "mm 2048x2048 @ 2048x2048", "linear 64x4096 @ 4096x4096")
 
 
-def median_seconds(fn, budget_s=1.5, max_runs=15, once_above_s=2.0):
-    """Median of repeated calls; a call slower than `once_above_s` is timed once (no warm-up)."""
+def median_seconds(fn, budget_s=1.5, max_runs=15, once_above_s=2.0) -> list[float]:
+    """Seconds per call over repeated calls; a call slower than `once_above_s` is timed once (no warm-up)."""
     return interleaved({"fn": fn}, budget_s, max_runs, once_above_s)["fn"]
 
 
-def interleaved(fns, budget_s=1.5, max_runs=15, once_above_s=2.0):
-    """{name: (median seconds, runs)}, the functions called in turn so that changes in machine
+def interleaved(fns, budget_s=1.5, max_runs=15, once_above_s=2.0) -> dict[str, list[float]]:
+    """{name: seconds per call, one per repeat}, the functions called in turn so that changes in machine
     load hit them alike; one whose first call takes over `once_above_s` keeps that single timing."""
     first = {}
     for name, fn in fns.items():
@@ -78,15 +82,11 @@ def interleaved(fns, budget_s=1.5, max_runs=15, once_above_s=2.0):
             start = time.perf_counter()
             fn()
             samples[name].append(time.perf_counter() - start)
-    return {name: (statistics.median(samples[name]), runs) if name in repeat else (first[name], 1) for name in fns}
+    return {name: samples[name] if name in repeat else [first[name]] for name in fns}
 
 
-def gflops(flops, seconds):
-    return flops / seconds / 1e9
-
-
-def measure(dtypes, quick, skip_slow=False):
-    """{case: {dtype: (GFLOP/s, runs)}} for this process's kernels, the dtypes interleaved.
+def measure(dtypes, quick, skip_slow=False) -> dict[str, dict[str, Measurement]]:
+    """{case: {dtype: GFLOP/s}} for this process's kernels, the dtypes interleaved.
 
     The slow cases (stock fp16 / bf16 above 2 GFLOP) are skipped with `quick` or `skip_slow`."""
     results = {}
@@ -99,15 +99,16 @@ def measure(dtypes, quick, skip_slow=False):
             if not ((quick or skip_slow) and slow_stock):
                 torch.manual_seed(0)
                 fns[dtype] = setup(getattr(torch, dtype.split("-")[0]))
-        results[name] = {dtype: (gflops(flops, sec), runs) for dtype, (sec, runs) in interleaved(fns).items()}
+        results[name] = {dtype: Measurement.of(f"{name}, {dtype}", [flops / sec / 1e9 for sec in secs], "GFLOP/s")
+                         for dtype, secs in interleaved(fns).items()}
     return results
 
 
 MLP_BATCHES = (64, 512)
 
 
-def compiled_mlp_ms(mode):
-    """{batch: median ms} of the issue's fp16 MLP under torch.compile(mode); 'max-autotune' adds freezing."""
+def compiled_mlp_ms(mode) -> dict[int, list[float]]:
+    """{batch: ms per call} of an fp16 MLP under torch.compile(mode); 'max-autotune' adds freezing."""
     import torch._inductor.config as inductor_config
 
     torch._dynamo.reset()
@@ -120,14 +121,22 @@ def compiled_mlp_ms(mode):
         for batch in MLP_BATCHES:
             x = torch.randn(batch, 1024).half()
             compiled(x)  # compile (and autotune) outside the timing
-            result[batch] = median_seconds(lambda: compiled(x), budget_s=1.0, max_runs=20)[0] * 1e3
+            result[batch] = [sec * 1e3 for sec in median_seconds(lambda: compiled(x), budget_s=1.0, max_runs=20)]
     inductor_config.freezing = False
     return result
 
 
+def _to_json(results: dict[str, dict[str, Measurement]]) -> dict:
+    return {case: {dtype: asdict(m) for dtype, m in row.items()} for case, row in results.items()}
+
+
+def _from_json(results: dict) -> dict[str, dict[str, Measurement]]:
+    return {case: {dtype: Measurement(**m) for dtype, m in row.items()} for case, row in results.items()}
+
+
 def stock_worker(quick, compile_mlp):
     """Runs in the subprocess: torch without torchplug's kernels."""
-    result = {"gemm": measure(["float16-stock"], quick)}
+    result = {"gemm": _to_json(measure(["float16-stock"], quick))}
     if compile_mlp:
         result["mlp"] = {mode: compiled_mlp_ms(mode) for mode in ("default", "max-autotune")}
     print(json.dumps(result))
@@ -135,7 +144,7 @@ def stock_worker(quick, compile_mlp):
 
 def dtype_worker(quick):
     """Runs in a subprocess, with or without the plugin: fp32 and bf16, the slow cases left out."""
-    print(json.dumps(measure(["float32", "bfloat16"], quick, skip_slow=True)))
+    print(json.dumps(_to_json(measure(["float32", "bfloat16"], quick, skip_slow=True))))
 
 
 def run_worker(flag, quick, threads, plugin=False, compile_mlp=False):
@@ -146,18 +155,21 @@ def run_worker(flag, quick, threads, plugin=False, compile_mlp=False):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def other_dtype_rows(quick, threads, rounds=5):
-    """[case, dtype, stock, with torchplug, ratio]: medians over `rounds` pairs of fresh processes
-    without (TORCHPLUG_DISABLE=cpu) and with the plugin, alternating."""
+def other_dtype_rows(report, quick, threads, rounds=5):
+    """[case, dtype, stock, with torchplug, ratio]: each process's median, over `rounds` pairs of fresh
+    processes without (TORCHPLUG_DISABLE=cpu) and with the plugin, alternating."""
     runs = {plugin: [] for plugin in (False, True)}
     for _ in range(rounds):
         for plugin in runs:
-            runs[plugin].append(run_worker("--dtype-worker", quick, threads, plugin=plugin))
+            runs[plugin].append(_from_json(run_worker("--dtype-worker", quick, threads, plugin=plugin)))
     rows = []
     for case, dtypes in runs[True][0].items():
         for dtype in dtypes:
-            before, after = (statistics.median(run[case][dtype][0] for run in runs[plugin]) for plugin in (False, True))
-            rows.append([case, dtype, f"{before:.1f}", f"{after:.1f}", f"{after / before:.3f}"])
+            before, after = (report.add(f"{case}, {dtype}, {'with' if plugin else 'without'} torchplug",
+                                        [run[case][dtype].median for run in runs[plugin]], "GFLOP/s")
+                             for plugin in (False, True))
+            ratio = report.record(after.ratio(before))
+            rows.append([case, dtype, before.cell, after.cell, ratio.cell])
     return rows
 
 
@@ -190,7 +202,7 @@ def ref_rotary(q, k, cos, sin):
     return rotate(q), rotate(k)
 
 
-def op_rows():
+def op_rows(report):
     from torchplug import ops
 
     tokens, hidden, inter, heads, kv_heads, head_dim, eps = 512, 4096, 11008, 32, 8, 128, 1e-6
@@ -212,31 +224,24 @@ def op_rows():
              lambda: ops.rotary_embedding(q, k, cos, sin)),
         ]
         for name, shape, ref, ours in cases:
-            t_ref, _ = median_seconds(ref, budget_s=0.5, max_runs=25)
-            t_ours, _ = median_seconds(ours, budget_s=0.5, max_runs=25)
-            rows.append([name, str(dtype).replace("torch.", ""), shape, f"{t_ref * 1e6:.0f}", f"{t_ours * 1e6:.0f}",
-                         f"{t_ref / t_ours:.1f}x"])
+            dtype_name = str(dtype).replace("torch.", "")
+            t_ref, t_ours = (report.add(f"{name} {dtype_name}, {who}", [sec * 1e6 for sec in
+                                        median_seconds(fn, budget_s=0.5, max_runs=25)], "us")
+                             for who, fn in (("torch reference", ref), ("torchplug.ops", ours)))
+            rows.append([name, dtype_name, shape, t_ref.cell, t_ours.cell, report.record(t_ref.ratio(t_ours)).cell])
     return rows
 
 
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="skip 2048^2 and the slow stock cases")
-    parser.add_argument("--no-compile", action="store_true", help="skip the compiled MLP")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: all)")
-    parser.add_argument("--stock-worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--dtype-worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--quick", action="store_true",
+                     help="skip the 2048x2048 row, the stock fp16 / bf16 cases above 2 GFLOP per call, and the "
+                          "compiled MLP (the fp32 / bf16 comparison and the portable ops still run)")
+    cli.add_argument("--no-compile", action="store_true", help="skip only the compiled MLP table and its verdicts")
+    cli.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: all)")
+    cli.add_argument("--stock-worker", action="store_true", help=argparse.SUPPRESS)
+    cli.add_argument("--dtype-worker", action="store_true", help=argparse.SUPPRESS)
+    args = cli.parse_args()
     torch.set_num_threads(args.threads)
     compile_mlp = not (args.quick or args.no_compile)
     if args.stock_worker:
@@ -244,57 +249,66 @@ def main():
     if args.dtype_worker:
         return dtype_worker(args.quick)
 
-    load_start = os.getloadavg()[0]
+    report = Report("fp16_gemm", args)
     stock_run = run_worker("--stock-worker", args.quick, args.threads, compile_mlp=compile_mlp)
-    stock = stock_run["gemm"]
+    stock = _from_json(stock_run["gemm"])
     from torchplug_cpu import kernels
 
     ext = kernels.load()  # autoload registered them if built; this builds them if not
     ours = measure(["float32", "float16", "bfloat16"], args.quick)
     mlp = compiled_mlp_ms("default") if compile_mlp else None
+    for results in (stock, ours):
+        for row in results.values():
+            for m in row.values():
+                report.record(m)
 
-    print(f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"torchplug ISA path: {ext.current_isa()} (of {', '.join(ext.supported_isas())}); "
-          f"load average {load_start:.2f} at start, {os.getloadavg()[0]:.2f} at end\n")
+    print(f"{torch.get_num_threads()} threads, torch {torch.__version__}, "
+          f"torchplug ISA path: {ext.current_isa()} (of {', '.join(ext.supported_isas())})\n")
     print("GFLOP/s, medians (* = timed once: over 2 s per call; - = skipped by --quick)\n")
 
     def cell(results, case, dtype):
         if dtype not in results.get(case, {}):
             return "-"
-        value, runs = results[case][dtype]
-        return f"{value:.1f}{'*' if runs == 1 else ''}"
+        m = results[case][dtype]
+        return m.cell + ("*" if m.repeats == 1 else "")
 
-    rows, verdicts = [], []
+    rows, checks = [], []
     for case in ours:
-        fp32, fp16 = ours[case]["float32"][0], ours[case]["float16"][0]
-        ratio = fp16 / fp32
+        ratio = report.record(ours[case]["float16"].ratio(ours[case]["float32"], f"{case}, torchplug fp16 / torch fp32"))
         rows.append([case, cell(ours, case, "float32"), cell(stock, case, "float16-stock"), cell(ours, case, "float16"),
-                     cell(ours, case, "bfloat16"), f"{ratio:.2f}"])
+                     cell(ours, case, "bfloat16"), ratio.cell])
         if case in TARGET_CASES:
-            verdicts.append(f"{'PASS' if ratio >= TARGET_RATIO else 'FAIL'}: {case}: torchplug fp16 / torch fp32 = "
-                            f"{ratio:.2f} (target >= {TARGET_RATIO})")
-    print_table(["shape", "torch fp32", "torch fp16 (stock)", "torchplug fp16", "torch bf16", "torchplug fp16 / fp32"], rows)
+            checks.append((ratio.median >= TARGET_RATIO,
+                           f"{case}: torchplug fp16 / torch fp32 = {ratio.cell} (target >= {TARGET_RATIO})", ratio))
+    report.table(["shape", "torch fp32", "torch fp16 (stock)", "torchplug fp16", "torch bf16", "torchplug fp16 / fp32"],
+                 rows)
     print()
-    print("\n".join(verdicts))
+    for ok, text, ratio in checks:
+        report.verdict(ok, text, ratio)
     print("\nfp32 / bf16 GFLOP/s without torchplug and with it: medians of 5 pairs of fresh processes, "
           "alternating (target: within 3%)\n")
-    print_table(["shape", "dtype", "stock", "with torchplug", "ratio"], other_dtype_rows(args.quick, args.threads))
+    report.table(["shape", "dtype", "stock", "with torchplug", "ratio"], other_dtype_rows(report, args.quick, args.threads))
     if mlp:
         print("\nfp16 MLP 1024->4096->1024 (GELU) under torch.compile, ms per call (median)\n")
-        mlp_rows, stock_mlp = [], stock_run["mlp"]
+        mlp_rows, speedups = [], []
         for batch in MLP_BATCHES:
-            best_stock = stock_mlp["max-autotune"][str(batch)]
-            mlp_rows.append([batch, f"{stock_mlp['default'][str(batch)]:.2f}", f"{best_stock:.2f}", f"{mlp[batch]:.2f}",
-                             f"{best_stock / mlp[batch]:.2f}"])
-            verdicts.append(f"{'PASS' if best_stock / mlp[batch] >= 1.5 else 'FAIL'}: compiled MLP batch {batch}: "
-                            f"stock max-autotune+freezing / torchplug default = {best_stock / mlp[batch]:.2f} (target >= 1.5)")
-        print_table(["batch", "stock default", "stock max-autotune + freezing", "torchplug default",
-                     "speed-up vs stock best"], mlp_rows)
+            stock_default, best_stock = (report.add(f"compiled MLP batch {batch}, stock {mode}",
+                                                    stock_run["mlp"][mode][str(batch)], "ms")
+                                         for mode in ("default", "max-autotune"))
+            ours_mlp = report.add(f"compiled MLP batch {batch}, torchplug default", mlp[batch], "ms")
+            speedup = report.record(best_stock.ratio(ours_mlp, f"compiled MLP batch {batch}, speed-up vs stock best"))
+            mlp_rows.append([batch, stock_default.cell, best_stock.cell, ours_mlp.cell, speedup.cell])
+            speedups.append((batch, speedup))
+        report.table(["batch", "stock default", "stock max-autotune + freezing", "torchplug default",
+                      "speed-up vs stock best"], mlp_rows)
         print()
-        print("\n".join(verdicts[-len(MLP_BATCHES):]))
+        for batch, speedup in speedups:
+            report.verdict(speedup.median >= MLP_TARGET, f"compiled MLP batch {batch}: stock max-autotune+freezing / "
+                           f"torchplug default = {speedup.cell} (target >= {MLP_TARGET})", speedup)
     print("\nPortable ops, microseconds (median), plain-torch reference vs torchplug's kernel\n")
-    print_table(["op", "dtype", "shape", "torch reference", "torchplug.ops", "speed-up"], op_rows())
+    report.table(["op", "dtype", "shape", "torch reference", "torchplug.ops", "speed-up"], op_rows(report))
+    return report.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -49,7 +49,11 @@ class Backend:
         if os.environ.get("TORCHPLUG_EMULATE"):
             from ..emulation import attach
 
-            attach(self, STANDARD_DTYPES - self.spec.dtypes)
+            attachment = attach(self, STANDARD_DTYPES - self.spec.dtypes)
+            if attachment is not None:  # torch.distributed's usual backend names work on it too
+                from ..distributed import serve
+
+                serve(attachment.device_type, attachment.dispatch_key)
 
     def status(self) -> DeviceStatus:
         if self._status is None and os.environ.get("TORCHPLUG_EMULATE"):

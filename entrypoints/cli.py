@@ -1,4 +1,5 @@
-"""The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op routes."""
+"""The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op
+routes, `check` runs the conformance suite."""
 
 import argparse
 import json
@@ -159,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cover.add_argument("backend", help="a loaded backend, e.g. cpu or xpu")
     cover.add_argument("--json", action="store_true", help="every op with its route, as JSON")
     cover.set_defaults(run=cmd_coverage)
+    from ..conformance.cli import add_parser as add_check
+
+    add_check(commands)
     args = parser.parse_args(argv)
     from .loader import PluginError
 

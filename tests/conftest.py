@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -64,17 +65,23 @@ def clean_env(**overrides: str) -> dict[str, str]:
     return env
 
 
+def run_process(command: Sequence[str | os.PathLike], *, check: bool = True, timeout: int = 600,
+                **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run with text output captured; a failure (with `check`) shows the child's stdout and stderr."""
+    result = subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=timeout, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, command))} failed ({result.returncode}):\n"
+                             f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}")
+    return result
+
+
 def run_python(code: str, *, path: Path | None = None, python: str = sys.executable,
                check: bool = True, timeout: int = 600, **env: str) -> subprocess.CompletedProcess:
     """Run `code` in a new interpreter (cwd /, so the checkout is not importable by accident)."""
     environ = clean_env(**env)
     if path is not None:
         environ["PYTHONPATH"] = str(path)
-    result = subprocess.run([python, "-c", textwrap.dedent(code)], env=environ, cwd="/",
-                            capture_output=True, text=True, timeout=timeout)
-    if check and result.returncode != 0:
-        raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
+    return run_process([python, "-c", textwrap.dedent(code)], check=check, timeout=timeout, env=environ, cwd="/")
 
 
 def run_cli(*args: str, path: Path | None = None, **env: str) -> subprocess.CompletedProcess:

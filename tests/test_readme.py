@@ -1,8 +1,10 @@
-"""The README's two set-up commands stay true: pinned torch, and CI runs exactly the test command."""
+"""The README's two set-up commands stay true: pinned torch, a fresh .venv, and CI runs exactly the test command."""
 
 import re
 
 from conftest import REPO
+
+PLUGINS = "./devices/cpu ./devices/cuda ./devices/rocm ./devices/mps ./devices/xpu"
 
 
 def readme_commands() -> list[str]:
@@ -10,14 +12,25 @@ def readme_commands() -> list[str]:
     return [block.strip() for block in blocks[:2]]
 
 
-def test_readme_opens_with_two_pinned_commands():
+def test_readme_opens_with_two_commands_that_install_into_a_fresh_venv():
     main_job, tests = readme_commands()
-    assert all("torch==2.13.0" in command for command in (main_job, tests))
-    assert main_job.endswith("torchplug doctor")
-    assert tests.endswith("python -m pytest")
+    for command in (main_job, tests):
+        assert command.startswith("python -m venv .venv && .venv/bin/pip install torch==2.13.0 "), command
+        assert PLUGINS in command, command
+    # The main job may run further checks after doctor, through the venv's own torchplug.
+    assert re.fullmatch(r".* && \.venv/bin/torchplug doctor( && \.venv/bin/torchplug \w+[\w -]*)*", main_job), main_job
+    # The test extra brings what the suite imports beyond torch (numpy, expecttest, triton, ...).
+    assert " './[test]' " in tests and tests.endswith(" && .venv/bin/python -m pytest")
 
 
-def test_ci_runs_exactly_the_readme_test_command():
-    ci_lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines()
-                if line and not line.startswith(("#", "set ", "cd "))]
-    assert ci_lines == [readme_commands()[1]]
+def test_ci_runs_exactly_the_readme_test_command_after_removing_any_old_venv():
+    lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[-1] == readme_commands()[1]
+    assert any(line.startswith("rm -rf .venv") for line in lines[:-1])
+
+
+def test_the_test_extra_declares_what_the_suite_imports():
+    extra = re.findall(r'"([^"]+)"', re.search(r"^test = \[(.*?)\]", (REPO / "pyproject.toml").read_text(), re.M)[1])
+    names = {re.split(r"[<>=!~ ]", requirement)[0] for requirement in extra}
+    assert {"pytest", "numpy", "expecttest", "triton", "setuptools"} <= names
+    assert "triton==3.9.0" in extra

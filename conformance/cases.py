@@ -1,0 +1,49 @@
+"""What one conformance case is, and what running it gives."""
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+MODES = ("eager", "autograd", "out", "noncontiguous", "compile")
+STATUSES = ("pass", "fail", "xfail", "xpass", "skip", "crashed", "timeout", "unsupported-dtype", "unsupported")
+# What a case can end as before the manifest is applied (xfail/xpass come from the manifest).
+PROBLEMS = ("fail", "crashed", "timeout")
+
+
+@dataclass(frozen=True, order=True)
+class Case:
+    op: str
+    dtype: str  # "float32": the name torch.<name> gives the dtype
+    mode: str
+    sample: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}|{self.dtype}|{self.mode}|{self.sample}"
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    status: str
+    detail: str = ""  # the error, the mismatch, or why it was skipped
+    max_abs: float | None = None
+    max_rel: float | None = None
+    mismatches: int | None = None
+    time_s: float = 0.0
+    arbitrated: bool = False  # float64 decided a low-precision mismatch
+    manifest_reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(asdict(self.case))
+        del data["case"]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CaseResult":
+        data = dict(data)
+        case = Case(data.pop("op"), data.pop("dtype"), data.pop("mode"), data.pop("sample"))
+        data.pop("repro", None)
+        data.pop("snippet", None)
+        return cls(case=case, **data)

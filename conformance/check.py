@@ -1,0 +1,91 @@
+"""`torchplug check`'s engine: plan the cases, run them in workers, build the JSON report."""
+
+import datetime
+import os
+import shlex
+import sys
+import time
+from typing import Any, TextIO
+
+from .cases import CaseResult
+from .manifest import Manifest, locate
+from .manifest import load as load_manifest
+from .plan import make_plan
+from .progress import Progress
+from .report.schema import SCHEMA, machine, repro_command, repro_snippet, summary
+from .runner import Job, Runner
+from .tiers import Selection
+
+SNIPPET_STATUSES = ("fail", "crashed", "timeout", "xpass")
+
+
+def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: float = 60.0,
+        env: dict[str, str] | None = None, stream: TextIO = sys.stderr, runtime_checks: bool = True,
+        manifest: Manifest | None = None) -> dict[str, Any]:
+    """Run the selected cases (and the runtime checks) on `backend`; returns the report (schema v1).
+
+    `manifest` defaults to the backend's own conformance.toml.
+    """
+    from . import opinfo
+    from .runtime_checks import CHECKS
+
+    started = time.monotonic()
+    manifest = manifest if manifest is not None else load_manifest(locate(backend))
+    worker_env = {**os.environ, **(env or {})}
+    worker_env.setdefault("OMP_NUM_THREADS", "1")  # parallelism comes from the workers, one core each
+    results: list[CaseResult] = []
+    checks: list[dict[str, Any]] = []
+    progress: Progress | None = None
+
+    def on_result(result: CaseResult) -> None:
+        results.append(manifest.apply(result, selection.tier))
+        if progress is not None:
+            progress.case(result.status)
+
+    def on_job_done(job: Job) -> None:
+        if progress is not None:
+            progress.group_done()
+
+    runner = Runner(backend, worker_env, workers, timeout_s, on_result, checks.append, on_job_done)
+    try:
+        opinfo.all_ops()  # the parent reads the op database while the workers start
+        info = runner.hello()
+        plan = make_plan(selection, set(info["dtypes"]), info["compile_reason"], manifest)
+        jobs = [Job({"group": group.op}, group=group) for group in plan.groups]
+        if runtime_checks and selection.op is None:
+            jobs.insert(0, Job({"checks": list(CHECKS)}))
+        progress = Progress(len(jobs), stream)
+        runner.run(jobs)
+        progress.finish()
+    finally:
+        runner.close()
+    results += plan.unrunnable
+    results.sort(key=lambda r: r.case)
+    info["manifest"] = str(manifest.path) if manifest.path else None
+    return build_report(backend, info, selection, results, checks, plan.mode_notes, time.monotonic() - started)
+
+
+def build_report(backend: str, info: dict[str, Any], selection: Selection, results: list[CaseResult],
+                 checks: list[dict[str, Any]], mode_notes: dict[str, str], wall_s: float) -> dict[str, Any]:
+    cases = []
+    for result in results:
+        data = result.to_json()
+        data["repro"] = repro_command(backend, result.case)
+        if result.status in SNIPPET_STATUSES:
+            data["snippet"] = repro_snippet(backend, info["device"], result.case)
+        cases.append(data)
+    return {
+        "schema": SCHEMA,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["torchplug", *sys.argv[1:]]) if sys.argv[0].endswith("torchplug") else "",
+        "backend": {k: v for k, v in info.items() if k != "versions"},
+        "versions": info["versions"],
+        "machine": machine(),
+        "selection": {"tier": selection.tier, "modes": list(selection.modes), "dtypes": list(selection.dtypes),
+                      "ops": selection.ops, "op": selection.op, "sample": selection.sample},
+        "wall_s": round(wall_s, 2),
+        "unsupported_modes": mode_notes,
+        "summary": summary(cases),
+        "runtime_checks": sorted(checks, key=lambda c: c["name"]),
+        "cases": cases,
+    }

@@ -1,0 +1,104 @@
+"""`torchplug check`: the conformance suite's command line (hooked into the `torchplug` CLI)."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .cases import MODES
+from .tiers import DEFAULT_DTYPES, TIERS, Selection
+
+DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
+
+
+def add_parser(commands: Any) -> None:
+    check = commands.add_parser(
+        "check", help="conformance suite: op x dtype x mode against the CPU (default: smoke tier, emulated xpu)",
+        description="Run PyTorch's OpInfo cases on a backend and compare every result with the CPU's.")
+    check.add_argument("backend", nargs="?", help=f"backend name (default: {DEFAULT_BACKEND}, emulated)")
+    check.add_argument("--tier", choices=TIERS, default="smoke")
+    check.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
+    check.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES), help="comma-separated dtype names")
+    check.add_argument("--ops", help="regular expression: only ops whose name matches")
+    check.add_argument("--op", help="exactly this op (as in a repro line)")
+    check.add_argument("--dtype", help="exactly this dtype")
+    check.add_argument("--mode", choices=MODES, help="exactly this mode")
+    check.add_argument("--sample", type=int, help="exactly this sample index")
+    check.add_argument("--report", type=Path, metavar="DIR", help="write report.json/.md/.html and junit.xml here")
+    check.add_argument("--json", action="store_true", help="print the JSON report on stdout")
+    check.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    check.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it is a timeout "
+                                                                   "(compile cases get 5x)")
+    check.add_argument("--no-runtime-checks", action="store_true", help="only the op matrix")
+    check.add_argument("--manifest", type=Path, help="use this conformance.toml instead of the backend's own")
+    check.add_argument("--update-manifest", action="store_true",
+                       help="write this run's failures into the manifest as xfails (review them)")
+    check.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
+                       help="compare two report.json files: regressions, fixes, new crashes (runs nothing)")
+    check.set_defaults(run=cmd_check)
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    modes = (args.mode,) if args.mode else tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if unknown := [m for m in modes if m not in MODES]:
+        raise SystemExit(f"torchplug check: unknown mode {unknown[0]!r}; choose from {', '.join(MODES)}")
+    dtypes = (args.dtype,) if args.dtype else tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    import torch
+
+    if unknown := [d for d in dtypes if not isinstance(getattr(torch, d, None), torch.dtype)]:
+        raise SystemExit(f"torchplug check: {unknown[0]!r} is not a torch dtype name (e.g. float32, bfloat16)")
+    return Selection(args.tier, modes, dtypes, args.ops, args.op, args.sample)
+
+
+def cmd_compare(before_path: Path, after_path: Path) -> int:
+    from .report import load
+    from .report.compare import diff, render
+
+    before, after = load(before_path), load(after_path)
+    changes = diff(before, after)
+    print(render(before, after, changes))
+    return 1 if changes["regressions"] or changes["new_crashes"] else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from . import manifest as manifests
+    from .check import run
+    from .report.console import render
+    from .runner import CheckError
+
+    if args.compare:
+        return cmd_compare(*args.compare)
+    backend, env = args.backend, {}
+    if backend is None:
+        backend, env = DEFAULT_BACKEND, {"TORCHPLUG_EMULATE": DEFAULT_BACKEND}
+    manifest_path = args.manifest or manifests.locate(backend)
+    try:
+        manifest = manifests.load(manifest_path)
+        report = run(backend, _selection(args), workers=args.workers, timeout_s=args.timeout, env=env,
+                     runtime_checks=not args.no_runtime_checks, manifest=manifest)
+    except (CheckError, manifests.ManifestError) as err:
+        print(f"torchplug check: error: {err}", file=sys.stderr)
+        return 2
+    if args.update_manifest:
+        if manifest_path is None:
+            print(f"torchplug check: no manifest location for '{backend}' (give --manifest PATH)", file=sys.stderr)
+            return 2
+        manifest_path.write_text(manifests.updated(manifest, report))
+        print(f"wrote {manifest_path}: review each reason before committing it", file=sys.stderr)
+    if args.report:
+        from .report import write_all
+
+        for path in write_all(report, args.report):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(render(report))
+    return 1 if failed(report) else 0
+
+
+def failed(report: dict[str, Any]) -> bool:
+    """A run fails on any fail, crash or timeout, or a failed runtime check (xpass is reported, not failed)."""
+    return (any(c["status"] in ("fail", "crashed", "timeout") for c in report["cases"])
+            or any(c["status"] in ("fail", "crashed", "timeout") for c in report["runtime_checks"]))

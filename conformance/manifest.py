@@ -1,0 +1,152 @@
+"""conformance.toml: a backend's expected failures and skips, shipped in the plugin's own package.
+
+    [[xfail]]                      # run; a failure is `xfail`, a pass is `xpass`
+    reason = "why, for a human"
+    ops = ["nn.functional.*", "linalg.svd"]   # fnmatch patterns over op names
+    dtypes = ["float16"]           # optional: every dtype when absent
+    modes = ["out"]                # optional: every mode when absent
+    tiers = ["full"]               # optional: every tier when absent
+
+    [[skip]]                       # not run at all (for cases that crash or hang the device)
+    ...
+
+The manifest is found through the backend's `torchplug.devices` entry point: the file
+`conformance.toml` beside the module that entry point names, so a third-party plugin ships its own.
+"""
+
+import fnmatch
+import importlib.metadata
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cases import Case, CaseResult
+
+FILENAME = "conformance.toml"
+ACTIONS = ("xfail", "skip")
+
+
+class ManifestError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Entry:
+    action: str
+    reason: str
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    tiers: tuple[str, ...] = ()
+
+    def matches(self, case: Case, tier: str) -> bool:
+        return (any(fnmatch.fnmatchcase(case.op, pattern) for pattern in self.ops)
+                and (not self.dtypes or case.dtype in self.dtypes)
+                and (not self.modes or case.mode in self.modes)
+                and (not self.tiers or tier in self.tiers))
+
+    def to_toml(self) -> str:
+        lines = [f"[[{self.action}]]", f"reason = {json.dumps(self.reason)}"]
+        for key in ("ops", "dtypes", "modes", "tiers"):
+            if values := getattr(self, key):
+                lines.append(f"{key} = [{', '.join(json.dumps(v) for v in values)}]")
+        return "\n".join(lines)
+
+
+@dataclass
+class Manifest:
+    path: Path | None
+    entries: list[Entry]
+
+    def entry_for(self, case: Case, tier: str, action: str) -> Entry | None:
+        return next((e for e in self.entries if e.action == action and e.matches(case, tier)), None)
+
+    def apply(self, result: CaseResult, tier: str) -> CaseResult:
+        """xfail entries turn failures into `xfail` and passes into `xpass`."""
+        entry = self.entry_for(result.case, tier, "xfail")
+        if entry is None:
+            return result
+        if result.status in ("fail", "crashed", "timeout"):
+            result.detail = f"[{result.status}] {result.detail}"
+            result.status = "xfail"
+        elif result.status == "pass":
+            result.status = "xpass"
+        result.manifest_reason = entry.reason
+        return result
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ManifestError(f"{path}: {err}") from err
+
+
+def load(path: Path | None) -> Manifest:
+    """The manifest at `path`; an empty one when there is no file."""
+    if path is None or not path.is_file():
+        return Manifest(path, [])
+    data = _load_toml(path)
+    entries = []
+    for action in ACTIONS:
+        for i, raw in enumerate(data.get(action, [])):
+            if not raw.get("reason") or not raw.get("ops"):
+                raise ManifestError(f"{path}: [[{action}]] entry {i + 1} needs a reason and ops")
+            unknown = set(raw) - {"reason", "ops", "dtypes", "modes", "tiers"}
+            if unknown:
+                raise ManifestError(f"{path}: [[{action}]] entry {i + 1} has unknown keys {sorted(unknown)}")
+            entries.append(Entry(action, raw["reason"], *(tuple(raw.get(k, ())) for k in ("ops", "dtypes", "modes", "tiers"))))
+    return Manifest(path, entries)
+
+
+def locate(backend: str) -> Path | None:
+    """`conformance.toml` beside the module the backend's entry point names (the file may not exist yet)."""
+    for entry_point in importlib.metadata.entry_points(group="torchplug.devices"):
+        if entry_point.name != backend:
+            continue
+        top = entry_point.value.split(":")[0].split(".")[0]
+        spec = importlib.util.find_spec(top)
+        if spec is None:
+            return None
+        if spec.submodule_search_locations:
+            return Path(list(spec.submodule_search_locations)[0]) / FILENAME
+        return Path(spec.origin).parent / FILENAME if spec.origin else None
+    return None
+
+
+def updated(manifest: Manifest, report: dict[str, Any]) -> str:
+    """The manifest rewritten for this run: entries that no longer fail are dropped, new failures added.
+
+    An xfail entry is dropped only when it matched cases in this run and every one of them passed
+    (xpass); entries this run did not exercise (other tiers, dtypes) stay. New failures become one
+    xfail entry per (mode, cause), for the author to review and reword.
+    """
+    from .report.groups import failure_groups
+
+    tier = report["selection"]["tier"]
+    cases = report["cases"]
+    kept = []
+    for entry in manifest.entries:
+        matched = [c for c in cases if entry.matches(Case(c["op"], c["dtype"], c["mode"], c["sample"]), tier)]
+        if entry.action == "xfail" and matched and all(c["status"] == "xpass" for c in matched):
+            continue
+        kept.append(entry)
+    selected_dtypes = set(report["selection"]["dtypes"])
+    for group in failure_groups(cases, ("fail", "crashed", "timeout")):
+        reason = f"{group.status}: {group.cause}" if group.status != "fail" else group.cause
+        by_dtypes: dict[frozenset[str], list[str]] = {}  # ops failing on the same dtypes share an entry
+        for op in group.ops:
+            failing = frozenset(c["dtype"] for c in group.cases if c["op"] == op)
+            by_dtypes.setdefault(failing, []).append(op)
+        for failing, ops in sorted(by_dtypes.items(), key=lambda kv: sorted(kv[0])):
+            dtypes = () if failing == selected_dtypes else tuple(sorted(failing))
+            kept.append(Entry("xfail", reason, tuple(ops), dtypes, (group.mode,)))
+    header = (f"# torchplug check manifest for '{report['backend']['name']}' ({FILENAME}): expected failures and skips.\n"
+              f"# Written by --update-manifest on the {tier} tier; review every reason. Format: torchplug/conformance/manifest.py\n")
+    return header + "\n\n".join(entry.to_toml() for entry in kept) + "\n"

@@ -1,0 +1,125 @@
+"""The one wrapper over torch's internal OpInfo database (it changes between releases).
+
+Everything else in the suite sees `OpEntry` objects: a name, the dtypes the CPU supports, a few
+capability flags, a callable, and `samples(dtype)`. torchplug's own ops (`torchplug.ops`) join the
+database here with samples written for them.
+"""
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+SAMPLE_SEED = 1234  # samples are seeded per (op, dtype): a repro regenerates the same sample
+
+# Ops whose outputs are uninitialised or random: compared by shape, dtype, device and statistics.
+_UNDEFINED = re.compile(r"^(empty|new_empty|empty_like|empty_strided|empty_permuted)")
+_RANDOM = re.compile(
+    r"^(rand|randn|randint|randperm|normal|bernoulli|multinomial|uniform|cauchy|exponential|geometric|"
+    r"log_normal|nn\.functional\.(dropout|rrelu|feature_alpha_dropout|alpha_dropout))"
+)
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    name: str  # "acos", "nn.functional.conv2d", "linalg.norm.subgradients_at_zero", "torchplug.rms_norm"
+    op: Callable[..., Any]
+    dtypes: frozenset[torch.dtype]  # what the CPU supports
+    backward_dtypes: frozenset[torch.dtype]
+    supports_out: bool
+    sample_fn: Callable[[torch.dtype, bool], Iterable[Any]]
+
+    @property
+    def nondeterministic(self) -> str | None:
+        """'undefined' or 'random' for ops whose values cannot be compared, else None."""
+        if _UNDEFINED.match(self.name):
+            return "undefined"
+        if _RANDOM.match(self.name):
+            return "random"
+        return None
+
+    def requires_grad(self, dtype: torch.dtype) -> bool:
+        return dtype in self.backward_dtypes
+
+    def samples(self, dtype: torch.dtype) -> list[Any]:
+        """Every sample for `dtype`, on the CPU, generated from a fixed seed (always the same list)."""
+        torch.manual_seed(SAMPLE_SEED)
+        return list(self.sample_fn(dtype, self.requires_grad(dtype)))
+
+
+def _opinfo_entry(info: Any) -> OpEntry:
+    name = info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
+    backward = info.supported_backward_dtypes("cpu") if info.supports_autograd else set()
+    return OpEntry(
+        name=name, op=info.op, dtypes=frozenset(info.supported_dtypes("cpu")),
+        backward_dtypes=frozenset(backward), supports_out=bool(info.supports_out),
+        sample_fn=lambda dtype, grad: info.sample_inputs("cpu", dtype, requires_grad=grad),
+    )
+
+
+def _torchplug_entries() -> list[OpEntry]:
+    from torch.testing import make_tensor
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from .. import ops
+
+    dtypes = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64})
+
+    def tensor(shape: Sequence[int], dtype: torch.dtype, grad: bool) -> torch.Tensor:
+        return make_tensor(shape, dtype=dtype, device="cpu", low=-2, high=2, requires_grad=grad)
+
+    def norm_samples(dtype: torch.dtype, grad: bool):
+        for shape in ((4, 16), (2, 3, 32), (1, 7)):
+            yield SampleInput(tensor(shape, dtype, grad), args=(tensor(shape[-1:], dtype, grad), 1e-6))
+
+    def fused_samples(dtype: torch.dtype, grad: bool):
+        for shape in ((4, 16), (2, 3, 32)):
+            yield SampleInput(tensor(shape, dtype, False), args=(tensor(shape, dtype, False),
+                                                                 tensor(shape[-1:], dtype, False), 1e-6))
+
+    def gated_samples(dtype: torch.dtype, grad: bool):
+        for shape in ((4, 32), (2, 3, 16), (1, 2)):
+            yield SampleInput(tensor(shape, dtype, grad))
+
+    def rotary_samples(dtype: torch.dtype, grad: bool):
+        for tokens, heads, kv_heads, dim in ((5, 4, 2, 16), (1, 2, 2, 8)):
+            yield SampleInput(tensor((tokens, heads, dim), dtype, grad),
+                              args=(tensor((tokens, kv_heads, dim), dtype, grad),
+                                    tensor((tokens, dim // 2), dtype, False), tensor((tokens, dim // 2), dtype, False)))
+
+    def entry(name: str, op: Callable[..., Any], samples: Callable, grad: bool = True) -> OpEntry:
+        return OpEntry(f"torchplug.{name}", op, dtypes, dtypes if grad else frozenset(), False, samples)
+
+    return [
+        entry("rms_norm", ops.rms_norm, norm_samples),
+        # fused_add_rms_norm writes its inputs in place: no autograd samples (leaf tensors cannot be)
+        entry("fused_add_rms_norm", ops.fused_add_rms_norm, fused_samples, grad=False),
+        entry("silu_and_mul", ops.silu_and_mul, gated_samples),
+        entry("rotary_embedding", ops.rotary_embedding, rotary_samples),
+    ]
+
+
+@functools.cache
+def all_ops() -> dict[str, OpEntry]:
+    """Every op the suite knows, by name: torch's OpInfo database, then torchplug's own ops."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    entries = [_opinfo_entry(info) for info in op_db] + _torchplug_entries()
+    return {entry.name: entry for entry in entries}
+
+
+def find(name: str) -> OpEntry:
+    ops = all_ops()
+    if name not in ops:
+        close = [n for n in ops if name in n][:5]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"no op named {name!r} in torch {torch.__version__}'s OpInfo database or torchplug.ops{hint}")
+    return ops[name]
+
+
+def sample(name: str, dtype: torch.dtype, index: int) -> Any:
+    """One sample, exactly as the suite generated it (for repro snippets)."""
+    return find(name).samples(dtype)[index]

@@ -1,0 +1,77 @@
+"""Turn a Selection into groups of cases: one group per (op, dtype), its samples shared by every mode."""
+
+from dataclasses import dataclass, field
+
+from .cases import Case, CaseResult
+from .manifest import Manifest
+from .tiers import SAMPLES, Selection, tier_ops, wanted
+
+
+@dataclass
+class Group:
+    op: str
+    dtype: str
+    modes: dict[str, list[int] | None]  # sample indices per mode; None: the tier's limit
+    limit: dict[str, int | None] = field(default_factory=dict)
+
+    def request(self, done: set[str]) -> dict:
+        modes = {mode: (indices if indices is not None else
+                        (list(range(self.limit[mode])) if self.limit.get(mode) is not None else None))
+                 for mode, indices in self.modes.items()}
+        return {"op": self.op, "dtype": self.dtype, "modes": modes, "done": sorted(done)}
+
+
+@dataclass
+class Plan:
+    groups: list[Group]
+    unrunnable: list[CaseResult]  # decided without running: dtypes the backend does not have
+    mode_notes: dict[str, str]  # mode -> why it cannot run at all on this backend
+
+
+def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: str | None,
+              manifest: Manifest | None = None) -> Plan:
+    import torch
+
+    from . import opinfo
+
+    entries = opinfo.all_ops()
+    names = [n for n in entries if wanted(selection, n)]
+    mode_notes: dict[str, str] = {}
+    modes = list(selection.modes)
+    if "compile" in modes and compile_reason is not None:
+        mode_notes["compile"] = compile_reason
+        modes.remove("compile")
+    per_mode = {mode: set(names if selection.op else tier_ops(selection.tier, names, mode)) for mode in modes}
+    # Compiling costs seconds per graph: below the full tier it runs on one dtype (float32 if chosen).
+    compile_dtypes = selection.dtypes if selection.tier == "full" or selection.op else (
+        ("float32",) if "float32" in selection.dtypes else selection.dtypes[:1])
+    groups, unrunnable = [], []
+    for name in names:
+        entry = entries[name]
+        for dtype_name in selection.dtypes:
+            dtype = getattr(torch, dtype_name)
+            if dtype not in entry.dtypes:
+                continue  # the CPU has no kernel either: nothing to hold the device to
+            chosen = {}
+            for mode in modes:
+                if name not in per_mode[mode] or (mode == "out" and not entry.supports_out):
+                    continue
+                if mode == "autograd" and not entry.requires_grad(dtype):
+                    continue
+                if mode == "compile" and dtype_name not in compile_dtypes:
+                    continue
+                skip = manifest and manifest.entry_for(Case(name, dtype_name, mode, 0), selection.tier, "skip")
+                if skip:
+                    unrunnable.append(CaseResult(Case(name, dtype_name, mode, selection.sample or 0), "skip",
+                                                 "skipped by the manifest", manifest_reason=skip.reason))
+                    continue
+                chosen[mode] = [selection.sample] if selection.sample is not None else None
+            if not chosen:
+                continue
+            if dtype_name not in backend_dtypes:
+                unrunnable += [CaseResult(Case(name, dtype_name, mode, selection.sample or 0), "unsupported-dtype",
+                                          f"the backend does not list {dtype_name} in its BackendSpec.dtypes")
+                               for mode in chosen]
+                continue
+            groups.append(Group(name, dtype_name, chosen, {m: SAMPLES[selection.tier][m] for m in chosen}))
+    return Plan(groups, unrunnable, mode_notes)

@@ -1,0 +1,45 @@
+"""What `torchplug check` prints: backend line, per-mode pass rates, runtime checks, failure groups."""
+
+from typing import Any
+
+from ...entrypoints.table import format_table
+from .groups import failure_groups
+
+SHOWN_GROUPS = 12
+
+
+def mode_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows = []
+    for mode, entry in report["summary"].items():
+        counts = entry["counts"]
+        rate = "-" if entry["pass_rate"] is None else f"{entry['pass_rate'] * 100:.1f}%"
+        rows.append((mode, rate, str(entry["judged"]),
+                     ", ".join(f"{status} {n}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))))
+    for mode, reason in report["unsupported_modes"].items():
+        rows.append((mode, "unsupported", "0", reason))
+    return rows
+
+
+def render(report: dict[str, Any]) -> str:
+    backend = report["backend"]
+    lines = [f"torchplug check {backend['name']}: {backend['device']} ({backend['mode']}), "
+             f"torch {report['versions']['torch']}, {report['selection']['tier']} tier, "
+             f"{', '.join(report['selection']['dtypes'])}, {report['wall_s']:.1f} s", ""]
+    lines.append(format_table(("MODE", "PASS RATE", "JUDGED", "STATUSES"), mode_rows(report)))
+    if report["runtime_checks"]:
+        lines += ["", format_table(("RUNTIME CHECK", "RESULT", "DETAIL"),
+                                   [(c["name"], c["status"], c["detail"][:100]) for c in report["runtime_checks"]])]
+    groups = failure_groups(report["cases"])
+    if groups:
+        lines += ["", f"{sum(len(g.cases) for g in groups)} problem cases in {len(groups)} groups "
+                      f"(largest first; each with the repro of its first case):"]
+        for group in groups[:SHOWN_GROUPS]:
+            ops = ", ".join(group.ops[:6]) + (f" (+{len(group.ops) - 6} more)" if len(group.ops) > 6 else "")
+            lines.append(f"  {group.status} [{group.mode}] x{len(group.cases)}: {group.cause}")
+            lines.append(f"      ops: {ops}; dtypes: {', '.join(group.dtypes)}")
+            lines.append(f"      repro: {group.cases[0]['repro']}")
+        if len(groups) > SHOWN_GROUPS:
+            lines.append(f"  ... {len(groups) - SHOWN_GROUPS} more groups in the report (--report DIR)")
+    else:
+        lines += ["", "no failures, crashes or timeouts"]
+    return "\n".join(lines)

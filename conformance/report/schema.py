@@ -1,0 +1,64 @@
+"""The JSON report, schema v1: machine, versions, backend (native/emulated, ISA path), cases."""
+
+import json
+import os
+import platform
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..cases import MODES, Case
+
+SCHEMA = 1
+PASSING = ("pass", "xfail")  # what a pass rate counts as passing (an xfail is known and accepted)
+
+
+def machine() -> dict[str, Any]:
+    return {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
+            "cpus": os.cpu_count(), "hostname": platform.node()}
+
+
+def repro_command(backend: str, case: Case) -> str:
+    return f"torchplug check {backend} --op {case.op} --dtype {case.dtype} --mode {case.mode} --sample {case.sample}"
+
+
+def repro_snippet(backend: str, device: str, case: Case) -> str:
+    """A short standalone script that runs the case and raises on a mismatch."""
+    return (
+        "import torch\n"
+        "from torchplug.conformance import opinfo, modes, target\n"
+        f"entry = opinfo.find({case.op!r})\n"
+        f"sample = opinfo.sample({case.op!r}, torch.{case.dtype}, {case.sample})\n"
+        f"device, info = target.open_target({backend!r})  # {device}\n"
+        f"verdict = modes.RUNNERS[{case.mode!r}](entry, sample, device)\n"
+        "print(sample)\n"
+        "assert verdict.ok, verdict.detail\n"
+    )
+
+
+def summary(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per mode: the count of each status and the pass rate over cases that ran and compared."""
+    by_mode: dict[str, Counter] = {}
+    for case in cases:
+        by_mode.setdefault(case["mode"], Counter())[case["status"]] += 1
+    result = {}
+    for mode in sorted(by_mode, key=lambda m: MODES.index(m) if m in MODES else len(MODES)):
+        counts = by_mode[mode]
+        judged = sum(n for status, n in counts.items() if status not in ("skip", "unsupported", "unsupported-dtype"))
+        passing = sum(counts[s] for s in PASSING)
+        result[mode] = {"counts": dict(counts), "judged": judged,
+                        "pass_rate": round(passing / judged, 4) if judged else None}
+    return result
+
+
+def write_json(report: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    return path
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    report = json.loads(Path(path).read_text())
+    if report.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not a torchplug check report of schema {SCHEMA} (schema={report.get('schema')!r})")
+    return report

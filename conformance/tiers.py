@@ -1,0 +1,65 @@
+"""Tiers: which ops, dtypes, modes and how many samples a run covers."""
+
+import re
+from dataclasses import dataclass, field
+
+from .cases import MODES
+
+TIERS = ("smoke", "standard", "full")
+DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
+
+# About sixty core ops: arithmetic, math, reductions, shapes, indexing, linear algebra, NN layers.
+SMOKE_OPS = (
+    "add", "sub", "mul", "div.no_rounding_mode", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+    "tanh", "sigmoid", "pow", "clamp", "where", "maximum", "minimum", "eq", "lt", "sum", "mean", "amax",
+    "argmax", "prod", "cumsum", "var", "std", "norm", "softmax", "log_softmax", "mm", "bmm", "matmul", "addmm",
+    "baddbmm", "cat", "stack", "reshape", "view", "transpose", "permute", "flatten", "expand", "index_select",
+    "gather", "scatter", "masked_fill", "topk", "sort", "nn.functional.relu", "nn.functional.gelu",
+    "nn.functional.silu", "nn.functional.layer_norm", "nn.functional.linear", "nn.functional.conv2d",
+    "nn.functional.embedding", "nn.functional.cross_entropy", "nn.functional.dropout", "zeros_like", "arange",
+    "torchplug.rms_norm", "torchplug.silu_and_mul", "torchplug.fused_add_rms_norm", "torchplug.rotary_embedding",
+)
+# torch.compile costs seconds per graph, so the smaller tiers compile a sample of ops.
+COMPILE_SMOKE = ("add", "softmax", "mm")
+COMPILE_STANDARD = (
+    "add", "mul", "div.no_rounding_mode", "exp", "tanh", "sigmoid", "where", "clamp", "sum", "mean", "amax",
+    "cumsum", "var", "softmax", "log_softmax", "mm", "bmm", "addmm", "cat", "reshape", "permute", "index_select",
+    "gather", "masked_fill", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu",
+    "nn.functional.layer_norm", "nn.functional.linear", "nn.functional.embedding", "nn.functional.conv2d",
+    "torchplug.rms_norm", "torchplug.silu_and_mul",
+)
+# Samples per (op, dtype) and mode; None is every sample.
+SAMPLES: dict[str, dict[str, int | None]] = {
+    "smoke": {"eager": 2, "autograd": 1, "out": 1, "noncontiguous": 2, "compile": 1},
+    "standard": {"eager": 6, "autograd": 2, "out": 2, "noncontiguous": 1, "compile": 1},
+    "full": {mode: None for mode in MODES},
+}
+
+
+@dataclass
+class Selection:
+    """What the user asked for on top of the tier."""
+
+    tier: str = "smoke"
+    modes: tuple[str, ...] = MODES
+    dtypes: tuple[str, ...] = DEFAULT_DTYPES
+    ops: str | None = None  # a regular expression over op names (--ops)
+    op: str | None = None  # exactly this op (--op, from a repro line)
+    sample: int | None = None  # exactly this sample index (--sample)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def tier_ops(tier: str, all_names: list[str], mode: str) -> list[str]:
+    if tier == "full":
+        return all_names
+    if mode == "compile":
+        chosen = COMPILE_SMOKE if tier == "smoke" else COMPILE_STANDARD
+    else:
+        chosen = SMOKE_OPS if tier == "smoke" else all_names
+    return [name for name in all_names if name in chosen]
+
+
+def wanted(selection: Selection, name: str) -> bool:
+    if selection.op is not None:
+        return name == selection.op
+    return selection.ops is None or re.search(selection.ops, name) is not None

@@ -1,0 +1,118 @@
+"""A worker process: runs groups of cases for one backend and streams results to the runner.
+
+Protocol (JSON lines): the runner writes requests on stdin; the worker answers on a private copy
+of its stdout (fd 1 itself is pointed at stderr, so prints from ops and plugins cannot corrupt the
+stream). Before each case it says `start`, so a crash or hang is pinned on that case.
+
+  -> {"group": {"op", "dtype", "modes": {mode: [sample indices] | null (all)}, "limit": n, "done": [keys]}}
+  -> {"checks": [runtime check names]}
+  <- {"hello": {...backend info}} | {"fatal": message}
+  <- {"start": key}  {"result": CaseResult json} | {"check": {...}}  ...  {"idle": true}
+"""
+
+import faulthandler
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from .cases import Case, CaseResult
+
+
+def _send(stream: TextIO, message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message) + "\n")
+    stream.flush()
+
+
+def _selected(indices: list[int] | None, limit: int, count: int) -> Iterator[int]:
+    if indices is not None:
+        yield from (i for i in indices if i < count)
+    else:
+        yield from range(min(count, limit))
+
+
+def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
+    from . import modes
+
+    start = time.perf_counter()
+    try:
+        verdict = modes.RUNNERS[case.mode](entry, sample, target)
+        status = "pass" if verdict.ok else "fail"
+        result = CaseResult(case, status, verdict.detail, verdict.max_abs, verdict.max_rel, verdict.mismatches,
+                            arbitrated=verdict.arbitrated)
+    except modes.Skip as why:
+        result = CaseResult(case, "skip", str(why))
+    except modes.Unsupported as why:
+        dtype_refused = str(why).startswith("the device refuses")
+        result = CaseResult(case, "unsupported-dtype" if dtype_refused else "unsupported", str(why))
+    except Exception as err:
+        frames = traceback.extract_tb(err.__traceback__)
+        where = f" (at {frames[-1].name}, {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+        result = CaseResult(case, "fail", f"{type(err).__name__}: {modes._first_line(err)}{where}")
+    result.time_s = round(time.perf_counter() - start, 4)
+    return result
+
+
+def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
+    import torch
+
+    from . import opinfo
+
+    name, dtype_name, done = request["op"], request["dtype"], set(request.get("done", ()))
+    planned = [(mode, indices) for mode, indices in request["modes"].items()]
+    try:
+        entry = opinfo.find(name)
+        samples = entry.samples(getattr(torch, dtype_name))
+    except Exception as err:
+        for mode, _ in planned:
+            case = Case(name, dtype_name, mode, 0)
+            _send(out, {"result": CaseResult(case, "skip", f"no samples: {type(err).__name__}: "
+                                                           f"{str(err).splitlines()[0][:200]}").to_json()})
+        return
+    for mode, indices in planned:
+        for index in _selected(indices, request.get("limit", 1 << 30), len(samples)):
+            case = Case(name, dtype_name, mode, index)
+            if case.key in done:
+                continue
+            _send(out, {"start": case.key})
+            _send(out, {"result": run_case(case, entry, samples[index], target).to_json()})
+
+
+def main() -> None:
+    backend_name = sys.argv[1]
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray prints (ours, torch's, a plugin's C++) go to stderr
+    sys.stdout = sys.stderr
+    faulthandler.enable()
+    import warnings
+
+    warnings.simplefilter("ignore")  # one-time notices would repeat in every worker
+    try:
+        from .target import open_target
+
+        target, info = open_target(backend_name)
+        from . import opinfo
+
+        opinfo.all_ops()
+    except Exception as err:
+        _send(out, {"fatal": f"{type(err).__name__}: {err}"})
+        return
+    _send(out, {"hello": info})
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "group" in request:
+            run_group(request["group"], target, out)
+        elif "checks" in request:
+            from .runtime_checks import run_check
+
+            for name in request["checks"]:
+                _send(out, {"start": f"check:{name}"})
+                _send(out, {"check": run_check(name, target)})
+        _send(out, {"idle": True})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""What every worker shares: joining the job the test started (tests/distributed_helpers.py)."""
+
+import json
+import os
+from datetime import timedelta
+
+import torch.distributed as dist
+
+
+def init(backend: str | None = None) -> int:
+    """Join the process group with the test's timeout; returns this rank. backend None: torch's default."""
+    timeout = timedelta(seconds=float(os.environ.get("TORCHPLUG_TEST_PG_TIMEOUT", "60")))
+    dist.init_process_group(backend or None, timeout=timeout)
+    return dist.get_rank()
+
+
+def report(result: object) -> None:
+    """The worker's result, as the last line the test reads."""
+    print(json.dumps(result), flush=True)

@@ -1,0 +1,134 @@
+"""`torchplug check` reports what it should, on a plugin written to misbehave (`tpbad`).
+
+tpbad is an emulated PrivateUse1 device with two kernels of its own: `neg` is wrong for float16
+only, and `exp` segfaults on float32. Its manifest expects `abs` to fail, which it does not. It has
+no Inductor target. One run of the suite on it (in worker processes, as users run it) gives every
+result the tests below look at.
+"""
+
+import json
+import shutil
+
+import pytest
+
+from conftest import make_plugin, plugin_source, run_cli
+
+pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (pip install expecttest)")
+
+TPBAD = plugin_source("tpbad", tail='''
+import ctypes
+from torchplug.entrypoints import STANDARD_DTYPES
+
+FakeBackend.spec = BackendSpec(name="tpbad", device_type="tpbad", dispatch_key="PrivateUse1",
+                               dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14")
+FakeBackend.native_unavailable_reason = lambda self: "tpbad is a test device"
+_lib = torch.library.Library("aten", "IMPL")
+
+def wrong_neg(x):
+    result = torch.neg(x.cpu())
+    return (result + 1 if x.dtype == torch.float16 else result).to(x.device)
+
+def crashing_exp(x):
+    if x.dtype == torch.float32:
+        ctypes.string_at(0)  # a segfault, as a broken native kernel gives
+    return torch.exp(x.cpu()).to(x.device)
+
+def setup(self):
+    super(FakeBackend, self).setup()
+    from torchplug import emulation
+
+    emulation.ensure()  # the runtime registers its own structured-op kernels when it loads: ours go after
+    _lib.impl("neg", wrong_neg, "PrivateUse1")
+    _lib.impl("exp", crashing_exp, "PrivateUse1")
+
+FakeBackend.setup = setup
+backend = FakeBackend()
+''')
+MANIFEST = '''
+[[xfail]]
+reason = "abs is expected to fail (it does not: xpass)"
+ops = ["abs"]
+modes = ["eager"]
+dtypes = ["float32"]
+'''
+
+
+@pytest.fixture(scope="module")
+def tpbad_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tpbad")
+    make_plugin(root, "tpbad", TPBAD)
+    (root / "conformance.toml").write_text(MANIFEST)
+    out = root / "out"
+    result = run_cli("check", "tpbad", "--ops", "^(neg|exp|abs)$", "--dtypes", "float32,float16",
+                     "--modes", "eager,compile", "--no-runtime-checks", "--report", str(out),
+                     path=root, TORCHPLUG_EMULATE="tpbad")
+    assert (out / "report.json").is_file(), result.stdout + result.stderr
+    report = json.loads((out / "report.json").read_text())
+    return root, out, report, result
+
+
+def _cases(report, op, dtype, mode="eager"):
+    return [c for c in report["cases"] if (c["op"], c["dtype"], c["mode"]) == (op, dtype, mode)]
+
+
+def test_a_kernel_wrong_for_one_dtype_fails_with_its_repro(tpbad_run):
+    _, _, report, result = tpbad_run
+    assert result.returncode == 1  # failures and crashes fail the run
+    wrong = _cases(report, "neg", "float16")
+    assert wrong and all(c["status"] == "fail" for c in wrong)
+    assert wrong[0]["mismatches"] > 0 and wrong[0]["max_abs"] == pytest.approx(1.0, rel=1e-2)
+    assert wrong[0]["repro"] == f"torchplug check tpbad --op neg --dtype float16 --mode eager --sample {wrong[0]['sample']}"
+    assert "opinfo.sample('neg', torch.float16" in wrong[0]["snippet"]
+    assert all(c["status"] == "pass" for c in _cases(report, "neg", "float32"))
+    assert "fail [eager]" in result.stdout and "--op neg --dtype float16" in result.stdout
+
+
+def test_a_segfaulting_kernel_is_crashed_and_the_run_finishes(tpbad_run):
+    _, _, report, _ = tpbad_run
+    crashed = _cases(report, "exp", "float32")
+    assert crashed and all(c["status"] == "crashed" for c in crashed)
+    assert "SIGSEGV" in crashed[0]["detail"]
+    assert all(c["status"] == "pass" for c in _cases(report, "exp", "float16"))  # after the crashes, same op
+
+
+def test_a_manifest_xfail_that_passes_is_an_xpass(tpbad_run):
+    root, _, report, _ = tpbad_run
+    assert report["backend"]["manifest"] == str(root / "conformance.toml")
+    xpassed = _cases(report, "abs", "float32")
+    assert xpassed and all(c["status"] == "xpass" for c in xpassed)
+    assert xpassed[0]["manifest_reason"].startswith("abs is expected to fail")
+    assert all(c["status"] == "pass" for c in _cases(report, "abs", "float16"))  # the entry names float32 only
+
+
+def test_no_compile_target_reports_compile_unsupported_with_the_reason(tpbad_run):
+    _, _, report, result = tpbad_run
+    assert report["unsupported_modes"] == {"compile": "no Inductor target registered for 'tpbad'"}
+    assert not [c for c in report["cases"] if c["mode"] == "compile"]
+    assert "no Inductor target registered for 'tpbad'" in result.stdout
+
+
+def test_reports_derive_from_the_json(tpbad_run):
+    _, out, report, _ = tpbad_run
+    assert report["schema"] == 1 and report["backend"]["mode"] == "emulated"
+    assert report["versions"]["torch"].startswith("2.") and report["machine"]["cpus"] >= 1
+    junit = (out / "junit.xml").read_text()
+    assert 'type="fail"' in junit and 'type="crashed"' in junit and 'type="xpass"' in junit
+    markdown = (out / "report.md").read_text()
+    assert "| eager |" in markdown and "## Op × dtype matrix" in markdown
+    page = (out / "report.html").read_text()
+    assert '<script type="application/json" id="data">' in page and "--op neg --dtype float16" in page
+
+
+def test_compare_finds_a_planted_regression(tpbad_run, tmp_path):
+    _, out, report, _ = tpbad_run
+    shutil.copy(out / "report.json", tmp_path / "before.json")
+    planted = json.loads((out / "report.json").read_text())
+    victim = next(c for c in planted["cases"] if (c["op"], c["dtype"], c["status"]) == ("abs", "float16", "pass"))
+    victim["status"], victim["detail"] = "fail", "planted"
+    (tmp_path / "after.json").write_text(json.dumps(planted))
+    result = run_cli("check", "--compare", str(tmp_path / "before.json"), str(tmp_path / "after.json"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "REGRESSIONS: 1" in result.stdout and "abs float16 eager" in result.stdout
+    assert "NEW CRASHES: 0" in result.stdout
+    same = run_cli("check", "--compare", str(tmp_path / "before.json"), str(tmp_path / "before.json"))
+    assert same.returncode == 0 and "REGRESSIONS: 0" in same.stdout
