@@ -22,7 +22,7 @@ from ..entrypoints import DeviceStatus
 from .launch import LaunchConfig
 
 OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "rms_norm_backward", "silu_and_mul",
-       "silu_and_mul_backward")
+       "silu_and_mul_backward", "rotary_embedding")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
 
 
@@ -97,7 +97,7 @@ class TritonKernels:
 
 def _bind(config: LaunchConfig) -> dict[str, Callable]:
     """Each op's kernel with `config` bound, taking exactly the op's arguments."""
-    from . import activations, norms, norms_backward
+    from . import activations, norms, norms_backward, rotary
 
     def rms_norm(x, weight, eps):
         return norms.rms_norm(x, weight, eps, config)
@@ -117,6 +117,9 @@ def _bind(config: LaunchConfig) -> dict[str, Callable]:
     def silu_and_mul_backward(grad, x):
         return activations.silu_and_mul_backward(grad, x, config)
 
+    def rotary_embedding(q, k, cos, sin):
+        return rotary.rotary_embedding(q, k, cos, sin, config)
+
     kernels = (rms_norm, fused_add_rms_norm_, fused_add_rms_norm, rms_norm_backward, silu_and_mul,
-               silu_and_mul_backward)
+               silu_and_mul_backward, rotary_embedding)
     return {fn.__name__: fn for fn in kernels}
