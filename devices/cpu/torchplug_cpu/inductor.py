@@ -15,14 +15,13 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
-import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from torchplug.entrypoints import TorchplugWarning
+from torchplug import warn
 
 _CONFIG = "torch._inductor.config"
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
@@ -125,6 +124,5 @@ class _ThenCall(importlib.abc.Loader):
         try:
             self.callback(module)
         except Exception as err:  # never break the import of Inductor itself
-            warnings.warn(f"torchplug-cpu: its Inductor pass could not be installed ({type(err).__name__}: {err}); "
-                          "compiled fp16 GEMMs under cpp_wrapper run torch's kernels", TorchplugWarning,
-                          stacklevel=2)
+            warn(f"torchplug-cpu: its Inductor pass could not be installed ({type(err).__name__}: {err}); "
+                 "compiled fp16 GEMMs under cpp_wrapper run torch's kernels")
