@@ -83,14 +83,22 @@ rms_norm.register_autograd(_rms_norm_backward, setup_context=_save_inputs)
 # --- fused_add_rms_norm ---------------------------------------------------------------------
 
 
-@torch.library.custom_op(f"{_LIB}::fused_add_rms_norm_", mutates_args=("x", "residual"))
-def _fused_add_rms_norm_inplace(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
-    """residual += x; x = rms_norm(residual) * weight. The kernel backends replace."""
+def _check_residual_args(x: Tensor, residual: Tensor, weight: Tensor) -> None:
     _check_norm_args("fused_add_rms_norm_", x, weight)
     _check("fused_add_rms_norm_", x.shape == residual.shape,
            f"x {list(x.shape)} and residual {list(residual.shape)} must have the same shape")
+
+
+def _fused_add_rms_norm_ref_(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
     residual.add_(x)
     x.copy_(_rms_norm_ref(residual, weight, eps))
+
+
+@torch.library.custom_op(f"{_LIB}::fused_add_rms_norm_", mutates_args=("x", "residual"))
+def _fused_add_rms_norm_inplace(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
+    """residual += x; x = rms_norm(residual) * weight. The kernel backends replace."""
+    _check_residual_args(x, residual, weight)
+    _fused_add_rms_norm_ref_(x, residual, weight, eps)
 
 
 @_fused_add_rms_norm_inplace.register_fake

@@ -1,7 +1,8 @@
 """The emulation settings, read from the environment once per process.
 
 TORCHPLUG_EMULATE=xpu,mps,cuda   backend names to emulate (opt-in; nothing is emulated without it)
-TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "xpu=2,mps=1"
+TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "xpu=2,mps=1". Default 1,
+                                 or under torchrun LOCAL_WORLD_SIZE (one device per local rank)
 TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB"
 TORCHPLUG_EMULATE_FORCE=1        emulate even where the backend's native probe finds hardware
                                  ("1" for every listed backend, or a list of backend names)
@@ -93,11 +94,20 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def _devices(environ: "os._Environ[str] | dict[str, str]") -> dict[str, int]:
+    devices = _per_backend("TORCHPLUG_EMULATE_DEVICES", environ.get("TORCHPLUG_EMULATE_DEVICES", ""), _count)
+    local_ranks = environ.get("LOCAL_WORLD_SIZE", "").strip()
+    if "*" not in devices and local_ranks.isdigit() and 1 <= int(local_ranks) <= MAX_DEVICES:
+        # torchrun's ranks on this node: each gets its own device, so set_device(local_rank) works as on real hardware.
+        devices["*"] = int(local_ranks)
+    return devices
+
+
 def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfig:
     force = environ.get("TORCHPLUG_EMULATE_FORCE", "").strip().lower()
     return EmulationConfig(
         names=_names(environ.get("TORCHPLUG_EMULATE", "")),
-        devices=_per_backend("TORCHPLUG_EMULATE_DEVICES", environ.get("TORCHPLUG_EMULATE_DEVICES", ""), _count),
+        devices=_devices(environ),
         memory=_per_backend("TORCHPLUG_EMULATE_MEMORY", environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
         force=frozenset({"*"} if force in ("1", "true", "yes", "on", "all") else _names(force)),
     )
