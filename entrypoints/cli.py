@@ -23,6 +23,7 @@ class Row:
     mode: str  # native | emulated | unavailable, or "-" when the plugin did not load
     status: str  # the load status: loaded | failed | incompatible | skipped | pending
     reason: str
+    codegen: str  # the torch.compile target, e.g. "inductor: host-cpp (emulated)"
     fix: str
     traceback: str
     load_ms: float
@@ -35,13 +36,24 @@ def plugin_rows() -> list[Row]:
 
     rows = []
     for record in records():
-        mode, reason = "-", record.reason
+        mode, reason, codegen = "-", record.reason, "-"
         if record.backend is not None:
             status = record.backend.status()
             mode, reason = status.mode, status.reason
+            codegen = codegen_status(record.backend)
         rows.append(Row(record.name, record.distribution, record.version, mode, record.status,
-                        reason, record.fix, record.traceback, round(record.load_ms, 3)))
+                        reason, codegen, record.fix, record.traceback, round(record.load_ms, 3)))
     return rows
+
+
+def codegen_status(backend) -> str:
+    """The `torchplug list` line for a backend's torch.compile target."""
+    target = backend.codegen()
+    if target is not None:
+        return target.status()
+    if backend.status().mode == "unavailable":
+        return "inductor: none — the device is unavailable"
+    return "inductor: none — the backend declares no compile target"
 
 
 def _environment() -> dict[str, str]:
@@ -63,8 +75,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no torchplug plugins installed (from a torchplug checkout: pip install ./ ./devices/<name>)")
         return 0
-    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "REASON"),
-                 [(r.name, r.distribution, r.version, r.mode, r.status, r.reason) for r in rows]))
+    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "CODEGEN", "REASON"),
+                 [(r.name, r.distribution, r.version, r.mode, r.status, r.codegen, r.reason) for r in rows]))
     for row in rows:
         if row.fix and row.status != "loaded":
             print(f"\n{row.name}: fix: {row.fix}")

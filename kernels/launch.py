@@ -14,6 +14,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+import torch
+
 
 @dataclass(frozen=True)
 class LaunchConfig:
@@ -37,9 +39,28 @@ class LaunchConfig:
         warps = next_power_of_2(max(1, block // per_warp))
         return min(warps, self.max_warps)
 
+    def reduction_programs(self, device: torch.device, rows: int) -> int:
+        """Programs for a kernel that reduces over rows (each sums its share, then one sum of the
+        partial results): a few per compute unit, so every unit is busy."""
+        return max(1, min(rows, 4 * _compute_units(device)))
+
     def launch_options(self, block: int, element_bytes: int) -> dict[str, Any]:
         """Keyword options for `kernel[grid](..., **options)`."""
         return {"num_warps": self.num_warps(block, element_bytes), **_accepted(self.options)}
+
+
+@lru_cache(maxsize=None)
+def _compute_units(device: torch.device) -> int:
+    """SMs (CUDA), compute units (ROCm, XPU); 1 under the interpreter, which runs programs one by one."""
+    from triton import knobs
+
+    if knobs.runtime.interpret:
+        return 1
+    properties = getattr(torch, device.type).get_device_properties(device)
+    for name in ("multi_processor_count", "max_compute_units"):
+        if getattr(properties, name, 0):
+            return int(getattr(properties, name))
+    return 64
 
 
 def next_power_of_2(n: int) -> int:

@@ -3,7 +3,7 @@
 A row that fits in `LaunchConfig.max_row_block` is read once and kept in registers; a longer row
 is read twice (sum of squares, then normalise). Rows may have any strides: a view that can be
 flattened to [rows, hidden] is used in place, anything else is copied (and written back for the
-in-place op). Arguments are checked with the same messages as the reference in torchplug.ops;
+in-place op). Outputs take the input's layout, as torch.empty_like does (and the fake kernels say). Arguments are checked with the same messages as the reference in torchplug.ops;
 calls the kernel does not cover (mixed dtypes or devices) run the reference itself, so they give
 its results and its errors.
 """
@@ -15,6 +15,7 @@ from torch import Tensor
 
 from ..dispatcher.ops import _check_norm_args, _check_residual_args, _fused_add_rms_norm_ref_, _rms_norm_ref
 from .launch import LaunchConfig
+from .layout import one_device, read_rows, written_rows
 from .rounding import to_dtype
 
 
@@ -66,14 +67,6 @@ def _rms_norm_rows(x_ptr, res_ptr, w_ptr, out_ptr, x_row_stride, x_col_stride, r
             tl.store(out_row + cols * out_col_stride, to_dtype(value * inv_rms * weight, out_ty), mask=mask)
 
 
-def _rows(t: Tensor) -> Tensor | None:
-    """`t` as a [rows, hidden] view of the same memory, or None when its strides do not allow one."""
-    try:
-        return t.view(-1, t.shape[-1])
-    except RuntimeError:
-        return None
-
-
 def _launch(x: Tensor, residual: Tensor, weight: Tensor, out: Tensor, eps: float, fused_add: bool,
             config: LaunchConfig) -> None:
     """Run the kernel on [rows, hidden] tensors (x and residual may be the same when not fused)."""
@@ -86,36 +79,26 @@ def _launch(x: Tensor, residual: Tensor, weight: Tensor, out: Tensor, eps: float
         **config.launch_options(block, x.element_size()))
 
 
-def _one_device(*tensors: Tensor) -> bool:
-    return len({t.device for t in tensors}) == 1
-
-
 def rms_norm(x: Tensor, weight: Tensor, eps: float, config: LaunchConfig) -> Tensor:
     _check_norm_args("rms_norm", x, weight)
-    if not _one_device(x, weight):
+    if not one_device(x, weight):
         return _rms_norm_ref(x, weight, eps)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)  # x's layout where it is dense, as the reference and the fake kernel give
     if out.numel():
-        rows = x.reshape(-1, x.shape[-1])  # a view when possible, else a copy to read from
-        _launch(rows, rows, weight, out.view(rows.shape), eps, False, config)
+        rows = read_rows(x)
+        with written_rows(out) as out_rows:
+            _launch(rows, rows, weight, out_rows, eps, False, config)
     return out
 
 
 def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float, config: LaunchConfig) -> None:
     _check_residual_args(x, residual, weight)
-    if x.dtype != residual.dtype or not _one_device(x, residual, weight):
+    if x.dtype != residual.dtype or not one_device(x, residual, weight):
         _fused_add_rms_norm_ref_(x, residual, weight, eps)
         return
-    if not x.numel():
-        return
-    x_rows, res_rows = _rows(x), _rows(residual)
-    if x_rows is None or res_rows is None:  # work on contiguous copies, then write back
-        x_copy, res_copy = x.contiguous(), residual.contiguous()
-        fused_add_rms_norm_(x_copy, res_copy, weight, eps, config)
-        x.copy_(x_copy)
-        residual.copy_(res_copy)
-        return
-    _launch(x_rows, res_rows, weight, x_rows, eps, True, config)
+    if x.numel():
+        with written_rows(x) as x_rows, written_rows(residual) as res_rows:
+            _launch(x_rows, res_rows, weight, x_rows, eps, True, config)
 
 
 def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float,

@@ -21,7 +21,8 @@ from ..emulation import triton_interpreter
 from ..entrypoints import DeviceStatus
 from .launch import LaunchConfig
 
-OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "silu_and_mul")
+OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "rms_norm_backward", "silu_and_mul",
+       "silu_and_mul_backward")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
 
 
@@ -96,7 +97,7 @@ class TritonKernels:
 
 def _bind(config: LaunchConfig) -> dict[str, Callable]:
     """Each op's kernel with `config` bound, taking exactly the op's arguments."""
-    from . import activations, norms
+    from . import activations, norms, norms_backward
 
     def rms_norm(x, weight, eps):
         return norms.rms_norm(x, weight, eps, config)
@@ -107,7 +108,15 @@ def _bind(config: LaunchConfig) -> dict[str, Callable]:
     def fused_add_rms_norm(x, residual, weight, eps):
         return norms.fused_add_rms_norm(x, residual, weight, eps, config)
 
+    def rms_norm_backward(grad, x, weight, eps, grad_residual=None):
+        return norms_backward.rms_norm_backward(grad, x, weight, eps, grad_residual, config)
+
     def silu_and_mul(x):
         return activations.silu_and_mul(x, config)
 
-    return {fn.__name__: fn for fn in (rms_norm, fused_add_rms_norm_, fused_add_rms_norm, silu_and_mul)}
+    def silu_and_mul_backward(grad, x):
+        return activations.silu_and_mul_backward(grad, x, config)
+
+    kernels = (rms_norm, fused_add_rms_norm_, fused_add_rms_norm, rms_norm_backward, silu_and_mul,
+               silu_and_mul_backward)
+    return {fn.__name__: fn for fn in kernels}

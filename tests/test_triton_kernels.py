@@ -43,6 +43,8 @@ def test_case(device_results, name):
     device, results = device_results
     record = results[name]
     assert record["ok"], f"{name} on emulated {device}: {record['error']}: {record['message']}\n{record['trace']}"
+    if str(record["value"]).startswith("SKIP: "):
+        pytest.skip(record["value"].removeprefix("SKIP: "))
 
 
 @needs_triton

@@ -19,7 +19,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 EPS = 1e-6
 RTOL = {torch.float32: 2e-6, torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
 LONG = 16384 + 37  # longer than every backend's max_row_block: the two-pass path
-OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "silu_and_mul")
+OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "rms_norm_backward", "silu_and_mul",
+       "silu_and_mul_backward")
 CASES: dict[str, Callable[[str], object]] = {}
 
 
@@ -62,6 +63,8 @@ def layouts(shape, dtype, seed):
     found = {"contiguous": values, "strided": wide[..., 3:3 + 2 * shape[-1]:2]}
     if len(shape) >= 2:
         found["transposed"] = values.transpose(-1, -2).contiguous().transpose(-1, -2)  # column stride = rows
+    if len(shape) == 3:  # dense, but its rows do not flatten into one [rows, hidden] view
+        found["permuted"] = values.transpose(0, 1).contiguous().transpose(0, 1)
     return found
 
 
@@ -77,8 +80,8 @@ def on(device, t):
 
 for dtype_name, dtype in DTYPES.items():
     for shape_name, shape in SHAPES.items():
-        for layout in ("contiguous", "strided", "transposed"):
-            if shape_name == "long" and layout != "contiguous":
+        for layout in ("contiguous", "strided", "transposed", "permuted"):
+            if (shape_name == "long" and layout != "contiguous") or (layout == "permuted" and len(shape) != 3):
                 continue
 
             @case(f"rms_norm-{dtype_name}-{shape_name}-{layout}")
@@ -87,7 +90,7 @@ for dtype_name, dtype in DTYPES.items():
                 w = rand(shape[-1], dtype=dtype, seed=2)
                 import torchplug.ops as ops
                 out = ops.rms_norm(on(device, x), on(device, w), EPS)
-                assert out.device.type == device and out.is_contiguous()
+                assert out.device.type == device and out.stride() == torch.empty_like(x).stride()
                 assert_ulp_close(out, rms_norm_exact(x, w), dtype)
 
             @case(f"fused_add_rms_norm_-{dtype_name}-{shape_name}-{layout}")
@@ -164,6 +167,97 @@ for dtype_name, dtype in DTYPES.items():
         assert_ulp_close(out[:, :7].where(finite, 0), exact.where(finite, 0), dtype)
 
 
+def rms_norm_grads_exact(x, w, g):
+    x, w, g = x.double(), w.double(), g.double()
+    inv_rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
+    x_hat, gw = x * inv_rms, g * w
+    dx = inv_rms * (gw - x_hat * (gw * x_hat).mean(-1, keepdim=True))
+    return dx, (g * x_hat).reshape(-1, x.shape[-1]).sum(0)
+
+
+def assert_grad_close(got, exact, dtype):
+    """Within one unit in the last place, plus fp32 rounding of the sums each element depends on."""
+    assert_ulp_close(got, exact, dtype, floor=1e-5 * float(exact.abs().max()) + 1e-6)
+
+
+def leaf(device, t):
+    return on(device, t).detach().requires_grad_()
+
+
+def needs_autograd(device):
+    """None, or why backward through autograd cannot run on this emulated device (then the case skips)."""
+    if device == "cuda":  # emulation's limit, not the kernels': see docs/emulation.md
+        return "SKIP: autograd's engine cannot run backward on emulated cuda with a CPU-only torch"
+    return None
+
+
+BACKWARD = torch.ops.torchplug
+
+
+for dtype_name, dtype in DTYPES.items():
+    for shape_name, shape in {"row": (1, 1), "batch": (2, 3, 100), "long": (2, LONG)}.items():
+        @case(f"rms_norm_backward-{dtype_name}-{shape_name}")
+        def _(device, dtype=dtype, shape=shape):
+            x, w, g = rand(*shape, dtype=dtype, seed=20), rand(shape[-1], dtype=dtype, seed=21), rand(
+                *shape, dtype=dtype, seed=22)
+            dx, dw = BACKWARD.rms_norm_backward(on(device, g), on(device, x), on(device, w), EPS)
+            exact_dx, exact_dw = rms_norm_grads_exact(x, w, g)
+            assert_grad_close(dx, exact_dx, dtype)
+            assert_grad_close(dw, exact_dw, dtype)
+
+    @case(f"rms_norm_backward-{dtype_name}-strided_and_broadcast_grad")
+    def _(device, dtype=dtype):
+        x = layouts((4, 96), dtype, seed=23)["transposed"]
+        w = rand(96, dtype=torch.float32, seed=24)
+        g = torch.ones((), dtype=dtype, device=device).expand(4, 96)  # as out.sum().backward() passes it
+        dx, dw = BACKWARD.rms_norm_backward(g, on(device, x), on(device, w), EPS)
+        exact_dx, exact_dw = rms_norm_grads_exact(x, w, torch.ones(4, 96, dtype=torch.float64))
+        assert dx.stride() == torch.empty_like(x).stride()
+        assert_grad_close(dx, exact_dx, dtype)
+        assert_grad_close(dw, exact_dw, torch.float32)
+
+    @case(f"rms_norm_backward-{dtype_name}-with_residual_grad")
+    def _(device, dtype=dtype):
+        summed, w, g_out, g_sum = (rand(3, 5, 64, dtype=dtype, seed=s) for s in (25, 26, 27, 28))
+        w = w[0, 0]
+        d_summed, dw = BACKWARD.rms_norm_backward(on(device, g_out), on(device, summed), on(device, w), EPS,
+                                                  on(device, g_sum))
+        exact_dx, exact_dw = rms_norm_grads_exact(summed, w, g_out)
+        assert_grad_close(d_summed, exact_dx + g_sum.double(), dtype)
+        assert_grad_close(dw, exact_dw, dtype)
+
+    for shape_name, shape in {"row": (1, 2), "batch": (2, 3, 202), "long": (2, 2 * 3000 + 2)}.items():
+        @case(f"silu_and_mul_backward-{dtype_name}-{shape_name}")
+        def _(device, dtype=dtype, shape=shape):
+            x = layouts(shape, dtype, seed=30)["strided"] * 4
+            g = rand(*shape[:-1], shape[-1] // 2, dtype=dtype, seed=31)
+            dx = BACKWARD.silu_and_mul_backward(on(device, g), on(device, x))
+            a, b = x.double().chunk(2, dim=-1)
+            sigmoid = torch.sigmoid(a)
+            exact = torch.cat([g.double() * b * sigmoid * (1 + a * (1 - sigmoid)), g.double() * a * sigmoid], -1)
+            assert dx.stride() == torch.empty_like(x).stride()
+            assert_grad_close(dx, exact, dtype)
+
+    @case(f"autograd-{dtype_name}")
+    def _(device, dtype=dtype):
+        """loss.backward() reaches the backward kernels through each op's autograd formula."""
+        if reason := needs_autograd(device):
+            return reason
+        import torchplug.ops as ops
+        x, residual, w = (rand(3, 64, dtype=dtype, seed=s) for s in (32, 33, 34))
+        w = w[0]
+        xd, rd, wd = leaf(device, x), leaf(device, residual), leaf(device, w)
+        hidden, summed = torch.ops.torchplug.fused_add_rms_norm(xd, rd, wd, EPS)
+        (ops.silu_and_mul(ops.rms_norm(hidden, wd, EPS)).sum() + summed.sum()).backward()
+        for t in (xd, rd, wd):
+            assert t.grad is not None and t.grad.isfinite().all() and t.grad.abs().sum() > 0
+        cpu = [t.detach().requires_grad_() for t in (x.float(), residual.float(), w.float())]
+        hidden, summed = torch.ops.torchplug.fused_add_rms_norm(*cpu, EPS)
+        (ops.silu_and_mul(ops.rms_norm(hidden, cpu[2], EPS)).sum() + summed.sum()).backward()
+        for got, want in zip((xd, rd, wd), cpu):
+            torch.testing.assert_close(got.grad.cpu().float(), want.grad, rtol=4 * RTOL[dtype], atol=4 * RTOL[dtype])
+
+
 BAD_INPUTS = {
     "rms_norm-weight_shape": lambda ops, d: ops.rms_norm(torch.randn(4, 8, device=d), torch.randn(7, device=d), EPS),
     "silu_and_mul-odd": lambda ops, d: ops.silu_and_mul(torch.randn(4, 7, device=d)),
@@ -201,7 +295,9 @@ def _(device):
             ops.rms_norm(x, w, EPS)
             ops.fused_add_rms_norm(x, x.clone(), w, EPS)
             torch.ops.torchplug.fused_add_rms_norm(x, x, w, EPS)
+            torch.ops.torchplug.rms_norm_backward(x, x, w, EPS)
             ops.silu_and_mul(x)
+            torch.ops.torchplug.silu_and_mul_backward(x[:, :4], x)
         routes[dtype_name] = sorted({(e.op, e.route, e.served_by) for e in t.events if e.op.startswith("torchplug::")})
     return routes
 
