@@ -1,7 +1,8 @@
 """The emulation settings, read from the environment once per process.
 
 TORCHPLUG_EMULATE=xpu,mps,cuda   backend names to emulate (opt-in; nothing is emulated without it)
-TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "xpu=2,mps=1"
+TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "xpu=2,mps=1". Default 1,
+                                 or under torchrun LOCAL_WORLD_SIZE (one device per local rank)
 TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB"
 TORCHPLUG_EMULATE_FORCE=1        emulate even where the backend's native probe finds hardware
                                  ("1" for every listed backend, or a list of backend names)
@@ -22,7 +23,11 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 class EmulationConfigError(ValueError):
-    """A TORCHPLUG_EMULATE* variable that cannot be read; the message names it and the fix."""
+    """A TORCHPLUG_EMULATE* variable that cannot be read; the message names it, `fix` a valid setting."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,8 @@ def parse_size(text: str, variable: str = "TORCHPLUG_EMULATE_MEMORY") -> int:
     match = _SIZE.match(text)
     if not match:
         raise EmulationConfigError(
-            f"{variable}: cannot read {text!r} as a size; write e.g. 512M, 1GiB or 1073741824"
+            f"{variable}: cannot read {text!r} as a size; write e.g. 512M, 1GiB or 1073741824",
+            f"set {variable} to a size such as {variable}=1GiB (or per backend: {variable}=xpu=1GiB), or unset it",
         )
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
@@ -72,7 +78,9 @@ def _count(text: str) -> int:
         count = -1
     if not 1 <= count <= MAX_DEVICES:
         raise EmulationConfigError(
-            f"TORCHPLUG_EMULATE_DEVICES: {text.strip()!r} is not a device count between 1 and {MAX_DEVICES}"
+            f"TORCHPLUG_EMULATE_DEVICES: {text.strip()!r} is not a device count between 1 and {MAX_DEVICES}",
+            "set a count such as TORCHPLUG_EMULATE_DEVICES=2 (or per backend: TORCHPLUG_EMULATE_DEVICES=xpu=2), "
+            "or unset it",
         )
     return count
 
@@ -86,11 +94,20 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def _devices(environ: "os._Environ[str] | dict[str, str]") -> dict[str, int]:
+    devices = _per_backend("TORCHPLUG_EMULATE_DEVICES", environ.get("TORCHPLUG_EMULATE_DEVICES", ""), _count)
+    local_ranks = environ.get("LOCAL_WORLD_SIZE", "").strip()
+    if "*" not in devices and local_ranks.isdigit() and 1 <= int(local_ranks) <= MAX_DEVICES:
+        # torchrun's ranks on this node: each gets its own device, so set_device(local_rank) works as on real hardware.
+        devices["*"] = int(local_ranks)
+    return devices
+
+
 def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfig:
     force = environ.get("TORCHPLUG_EMULATE_FORCE", "").strip().lower()
     return EmulationConfig(
         names=_names(environ.get("TORCHPLUG_EMULATE", "")),
-        devices=_per_backend("TORCHPLUG_EMULATE_DEVICES", environ.get("TORCHPLUG_EMULATE_DEVICES", ""), _count),
+        devices=_devices(environ),
         memory=_per_backend("TORCHPLUG_EMULATE_MEMORY", environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
         force=frozenset({"*"} if force in ("1", "true", "yes", "on", "all") else _names(force)),
     )

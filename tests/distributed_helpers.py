@@ -6,6 +6,8 @@ rank still running is killed and the test fails with what each rank printed, so 
 """
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 from conftest import clean_env
 
 WORKERS = Path(__file__).resolve().parent / "dist_workers"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @dataclass
@@ -36,19 +39,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(worker: str, *args: str, world_size: int = 2, limit: float = 120.0, pg_timeout: float = 60.0,
+def run_ranks(worker: str | Path, *args: str, world_size: int = 2, limit: float = 120.0, pg_timeout: float = 60.0,
               rank_env: dict[int, dict[str, str]] | None = None, **env: str) -> list[Rank]:
-    """Start `world_size` ranks of dist_workers/<worker>.py; wait at most `limit` seconds for all."""
+    """Start `world_size` ranks of dist_workers/<worker>.py (or of the script at a Path); wait at most `limit` s."""
+    script = worker if isinstance(worker, Path) else WORKERS / f"{worker}.py"
     port = free_port()
     procs = []
     for rank in range(world_size):
         environ = clean_env(
             RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size),
             MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHPLUG_TEST_PG_TIMEOUT=str(pg_timeout),
-            **env, **(rank_env or {}).get(rank, {}),
+            OMP_NUM_THREADS="1", **env, **(rank_env or {}).get(rank, {}),
         )
         procs.append(subprocess.Popen(
-            [sys.executable, str(WORKERS / f"{worker}.py"), *args], env=environ, cwd="/",
+            [sys.executable, str(script), *args], env=environ, cwd="/",
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))
     deadline = time.monotonic() + limit
@@ -58,7 +62,7 @@ def run_ranks(worker: str, *args: str, world_size: int = 2, limit: float = 120.0
             try:
                 out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                raise AssertionError(f"rank {rank} of {worker} still running after {limit:.0f}s:\n"
+                raise AssertionError(f"rank {rank} of {script.name} still running after {limit:.0f}s:\n"
                                      + _outputs(procs)) from None
             ranks.append(Rank(rank, proc.returncode, out, err))
     finally:
@@ -80,10 +84,33 @@ def _outputs(procs: list[subprocess.Popen]) -> str:
     return "\n".join(parts)
 
 
-def ok(ranks: list[Rank]) -> list[dict]:
-    """Every rank's JSON result, after checking that every rank exited cleanly."""
+def succeeded(ranks: list[Rank]) -> list[Rank]:
+    """`ranks`, after checking that every one exited cleanly (else fail with their output)."""
     failed = [r for r in ranks if r.returncode != 0]
     if failed:
         raise AssertionError("\n".join(f"--- rank {r.rank} exited {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
                                        for r in failed))
-    return [r.json() for r in ranks]
+    return ranks
+
+
+def ok(ranks: list[Rank]) -> list[dict]:
+    """Every rank's JSON result, after checking that every rank exited cleanly."""
+    return [r.json() for r in succeeded(ranks)]
+
+
+def run_torchrun(script: Path, *args: str, nproc: int = 2, limit: float = 180.0, **env: str) -> str:
+    """`torchrun --nproc-per-node=<nproc> script args` on 127.0.0.1; its output. Killed whole after `limit` s."""
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+               "--master-addr=127.0.0.1", f"--master-port={free_port()}", str(script), *args]
+    # A session of its own: on timeout the agent and every rank it started are killed together.
+    proc = subprocess.Popen(command, env=clean_env(**env), cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"torchrun {script.name} still running after {limit:.0f}s:\n{out[-6000:]}") from None
+    if proc.returncode != 0:
+        raise AssertionError(f"torchrun {script.name} exited {proc.returncode}:\n{out[-6000:]}")
+    return out
