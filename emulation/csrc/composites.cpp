@@ -1,7 +1,7 @@
 // Per-op kernels on the emulated keys for ops the boxed fallback would never see, or not in time.
 //
 // The dispatcher prefers an op's composite kernel over a backend fallback. That is right for ops
-// that merely decompose into other ops, but three kinds need a kernel of their own:
+// that merely decompose into other ops, but these need a kernel of their own:
 //  * composites that call a CPU-only DispatchStub with the tensors' device type, or pick an
 //    implementation by device type (copy_, convolution): they run on the host path instead;
 //  * ops that have a CPU kernel besides their composite one (e.g. every structured op, whose
@@ -38,6 +38,12 @@ constexpr const char* kHostPathOps[] = {
     "copy_",                 // copy_stub(device_type) has no kernel for the emulated types
     "convolution",           // would select convolution_overrideable for an unknown backend
     "convolution_backward",  // same
+    // CompositeExplicitAutograd kernels that call a DispatchStub with the tensors' device type
+    // (an internal assert for any device without one). Found by running every OpInfo sample, its
+    // out= and in-place variants and its backward on each emulated type; the test
+    // test_emulation_hardening.py::test_dispatch_stub_composites_run keeps the list honest.
+    "conj_physical_",  // also reached by svd(out=...) for complex inputs
+    "mode.values",
 };
 
 std::vector<c10::OperatorName> ops_with_cpu_and_composite_kernels() {

@@ -51,6 +51,12 @@ Mixing mixing_allowed(const c10::OperatorHandle& op) {
   return Mixing::kNone;
 }
 
+// An argument the op writes to: self of an in-place op, or an out= tensor.
+bool is_written(const c10::Argument& argument) {
+  const c10::AliasInfo* alias = argument.alias_info();
+  return alias != nullptr && alias->isWrite();
+}
+
 bool is_optional_generator(const c10::Argument& argument) {
   const auto& type = argument.type();
   if (type->kind() != c10::TypeKind::OptionalType) {
@@ -127,16 +133,17 @@ class HostCall {
     auto args = stack_->end() - static_cast<std::ptrdiff_t>(nargs_);
     for (size_t i = 0; i < nargs_; ++i) {
       const c10::IValue& v = args[i];
+      const bool written = is_written(schema_.arguments()[i]);
       if (v.isTensor()) {
-        inspect_tensor(v.toTensor(), i);
+        inspect_tensor(v.toTensor(), i, written);
       } else if (v.isTensorList()) {
         for (const at::Tensor& t : v.toTensorList()) {
-          inspect_tensor(t, i);
+          inspect_tensor(t, i, written);
         }
       } else if (v.isList()) {
         for (const c10::IValue& e : v.toListRef()) {
           if (e.isTensor()) {
-            inspect_tensor(e.toTensor(), i);
+            inspect_tensor(e.toTensor(), i, written);
           }
         }
       } else if (v.isStorage()) {
@@ -153,6 +160,9 @@ class HostCall {
     if (!target_ && factory_device_) {
       target_ = factory_device_;
     }
+    if (target_ && host_output_arg_ >= 0 && mixing() != Mixing::kAnyDevice) {
+      mismatch(static_cast<size_t>(host_output_arg_), c10::Device(c10::DeviceType::CPU));
+    }
     if (target_ && host_arg_ >= 0) {
       const Mixing m = mixing();
       if (!(m == Mixing::kAnyDevice || (m == Mixing::kCpuIndices && host_device_.is_cpu()))) {
@@ -162,7 +172,7 @@ class HostCall {
     restricted_ = target_ && state(target_->type()).dtype_mask != ~0ull;
   }
 
-  void inspect_tensor(const at::Tensor& t, size_t arg) {
+  void inspect_tensor(const at::Tensor& t, size_t arg, bool written) {
     if (!t.defined()) {
       return;
     }
@@ -170,8 +180,14 @@ class HostCall {
     if (is_emulated(d.type())) {
       note_device(d, arg);
     } else if (d.is_cpu()) {
-      host_inputs_.push_back(t.unsafeGetTensorImpl());
-      if (t.dim() != 0) {  // 0-dim CPU tensors are scalars, accepted next to device tensors
+      // Owning: the stack may hold the only reference (a conj-resolved copy, for one), and the
+      // kernel pops it before the outputs are mapped.
+      host_inputs_.push_back(t);
+      if (written) {  // the CPU-scalar exemption is for inputs: a GPU refuses a CPU out= or self
+        if (host_output_arg_ < 0) {
+          host_output_arg_ = static_cast<int64_t>(arg);
+        }
+      } else if (t.dim() != 0) {  // 0-dim CPU tensors are scalars, accepted next to device tensors
         note_host(arg, d);
       }
     } else {
@@ -376,9 +392,10 @@ class HostCall {
     if (!target_ || is_host_input(host)) {
       return host;  // e.g. copy_ into a CPU tensor returns that CPU tensor
     }
-    TORCH_CHECK(
-        host.layout() == c10::kStrided && impl->has_storage(), op_.operator_name(),
-        " returned a ", host.layout(), " tensor; torchplug's emulated devices hold strided tensors only");
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        host.layout() == c10::kStrided && impl->has_storage(), op_.operator_name(), " would return a ",
+        host.layout(), " tensor on ", *target_, ", but torchplug's emulated devices hold strided tensors only ",
+        "(docs/emulation.md, 'Other limits'). Work on the CPU instead, e.g. x.cpu().to_sparse()");
     c10::Storage storage = device_storage(host.storage(), *target_);
     const c10::DispatchKey key = dispatch_key(storage.device().type());
     auto device = c10::make_intrusive<c10::TensorImpl>(std::move(storage), with_zero_bit(key, impl), host.dtype());
@@ -393,7 +410,8 @@ class HostCall {
 
   bool is_host_input(const at::Tensor& t) const {
     const c10::StorageImpl* storage = t.unsafeGetTensorImpl()->has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
-    for (const c10::TensorImpl* input : host_inputs_) {
+    for (const at::Tensor& held : host_inputs_) {
+      const c10::TensorImpl* input = held.unsafeGetTensorImpl();
       if (input == t.unsafeGetTensorImpl() || (storage && input->has_storage() && input->storage().unsafeGetStorageImpl() == storage)) {
         return true;
       }
@@ -452,12 +470,13 @@ class HostCall {
   std::optional<c10::Device> factory_device_;
   std::optional<Mixing> mixing_;
   int64_t host_arg_ = -1;
+  int64_t host_output_arg_ = -1;  // a CPU tensor the op writes to
   c10::Device host_device_{c10::DeviceType::CPU};
   bool restricted_ = false;
   c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<FreshStorage, 2> fresh_;
-  c10::SmallVector<const c10::TensorImpl*, 2> host_inputs_;
+  c10::SmallVector<at::Tensor, 2> host_inputs_;
 };
 
 // Streams are synchronous here, so there is nothing to record.

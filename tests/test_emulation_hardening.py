@@ -1,0 +1,96 @@
+"""Defects PyTorch's own device-generic tests (TestCommon) found in the emulated runtime.
+
+Each test fails on the runtime before its fix: a CPU tensor accepted as out= (and resized), a
+composite kernel reaching a DispatchStub with the emulated device type, a crash on a conj-bit
+CPU scalar, and a sparse result refused with an error that named neither the op nor a way out.
+"""
+
+import pytest
+
+from conftest import run_python
+from emulation_helpers import CHECKS, run_json
+
+SETTINGS = {"TORCHPLUG_EMULATE": "xpu"}
+
+SESSION = CHECKS + '''
+import warnings
+import torch
+warnings.simplefilter("ignore")
+torch.manual_seed(0)
+
+def cpu_out():
+    out = torch.tensor(0.)
+    try:
+        torch.sin(torch.randn(3, device="xpu"), out=out)
+    finally:
+        RESULTS["cpu_out_shape"] = list(out.shape)
+check("cpu_out", cpu_out)
+check("cpu_self", lambda: torch.tensor(2.).mul_(torch.tensor(3., device="xpu")))
+check("cpu_scalar_input", lambda: torch.mul(torch.ones(2, device="xpu"), torch.tensor(3.)).tolist())
+
+def stubs():
+    """Composite kernels that call a DispatchStub by device type, against the CPU's results."""
+    x = torch.randint(0, 3, (4, 5)).float()
+    v, i = torch.empty(0, device="xpu"), torch.empty(0, dtype=torch.long, device="xpu")
+    torch.mode(x.to("xpu"), 1, out=(v, i))
+    c = torch.randn(3, 3, dtype=torch.cfloat)
+    d = c.to("xpu").conj_physical_()
+    outs = tuple(torch.empty(0, dtype=t.dtype, device="xpu") for t in torch.svd(c))
+    torch.svd(c.to("xpu"), out=outs)
+    return {"mode": torch.equal(v.cpu(), torch.mode(x, 1).values) and torch.equal(i.cpu(), torch.mode(x, 1).indices),
+            "conj_physical_": torch.equal(d.cpu(), c.conj_physical()),
+            "svd": torch.allclose(outs[1].cpu(), torch.svd(c).S, atol=1e-5)}
+check("stubs", stubs)
+
+def sparse():
+    torch.randn(3, 3, device="xpu").to_sparse()
+check("sparse", sparse)
+print(json.dumps(RESULTS, default=str))
+'''
+
+# Run alone: before the fix it killed the interpreter (SIGSEGV), which must not take the other checks with it.
+CONJ_SCALAR = '''
+import torch
+x = torch.randn(5, 10, dtype=torch.cfloat)
+s = torch.tensor(0.4 + 0.6j).conj()
+assert torch.equal((x.to("xpu") * s).cpu(), x * s)
+leaf = x.to("xpu").requires_grad_()
+(leaf * (0.4 + 0.6j)).abs().sum().backward()
+ref = x.clone().requires_grad_()
+(ref * (0.4 + 0.6j)).abs().sum().backward()
+assert torch.allclose(leaf.grad.cpu(), ref.grad), (leaf.grad, ref.grad)
+print("ok")
+'''
+
+
+@pytest.fixture(scope="module")
+def session():
+    return run_json(SESSION, **SETTINGS)
+
+
+def test_cpu_out_and_cpu_self_are_refused_like_a_gpu(session):
+    for name in ("cpu_out", "cpu_self"):
+        record = session[name]
+        assert not record["ok"] and "Expected all tensors to be on the same device" in record["message"], record
+        assert "cpu" in record["message"] and "xpu:0" in record["message"]
+    assert session["cpu_out_shape"] == [], "the refused CPU out= tensor was resized"
+    assert session["cpu_scalar_input"] == {"ok": True, "value": [3.0, 3.0]}, "CPU scalars stay accepted as inputs"
+
+
+def test_dispatch_stub_composites_run(session):
+    record = session["stubs"]
+    assert record["ok"], record
+    assert record["value"] == {"mode": True, "conj_physical_": True, "svd": True}
+
+
+def test_device_tensor_times_a_conj_cpu_scalar_and_its_gradient():
+    result = run_python(CONJ_SCALAR, check=False, **SETTINGS)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stderr[-3000:]}"
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_sparse_results_are_refused_by_name_with_the_workaround(session):
+    record = session["sparse"]
+    assert not record["ok"] and record["error"] == "NotImplementedError", record
+    for part in ("aten::_to_sparse", "xpu:0", "docs/emulation.md", "x.cpu().to_sparse()"):
+        assert part in record["message"], (part, record["message"])
