@@ -10,7 +10,8 @@ import threading
 
 import torch.distributed as dist
 
-from .backend import NAME, MixedDevicesError
+from .backend import NAME
+from .peers import MixedDevicesError
 
 __all__ = ["NAME", "MixedDevicesError", "collective_backend", "emulated_types", "serve"]
 
@@ -27,7 +28,7 @@ def serve(device_type: str, dispatch_key: str) -> None:
     """Make torch.distributed's usual backend names work on the emulated `device_type`."""
     if not dist.is_available() or _has_native_backend(device_type):
         return
-    from . import backend, names
+    from . import backend, groups
 
     with _lock:
         _served[device_type] = dispatch_key
@@ -35,7 +36,7 @@ def serve(device_type: str, dispatch_key: str) -> None:
         # register_backend leaves devices that already have a default alone; this one's default
         # (nccl/xccl) does not exist in this torch build, so ours takes its place.
         dist.Backend.default_device_backend_map[device_type] = NAME
-        names.wrap_helper(lambda: _served)
+        groups.install(lambda: _served)
 
 
 def collective_backend(device_type: str) -> str:
