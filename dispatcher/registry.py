@@ -9,13 +9,13 @@ highest-priority registered kernel, and every other dtype keeps the kernel torch
 import difflib
 import inspect
 import threading
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 
+from .. import warn
 from ..entrypoints import Backend, loaded_backend
 from .native import extension
 
@@ -157,10 +157,9 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
         for other in existing:
             if other.priority == priority and other.dtypes & wanted and other.plugin != registration.plugin:
                 first, second = sorted((other.plugin, registration.plugin))
-                warnings.warn(
-                    f"{other.plugin} and {registration.plugin} both register {op} on {backend} at priority "
-                    f"{priority}; {first} wins (equal priorities are ordered by plugin name). Give one a "
-                    "higher priority to choose.", stacklevel=2)
+                warn(f"{other.plugin} and {registration.plugin} both register {op} on {backend} at priority "
+                     f"{priority}; {first} wins (equal priorities are ordered by plugin name). Give one a "
+                     "higher priority to choose.")
         existing.append(registration)
         _install(op, backend, spec.dispatch_key, wanted)
     return registration

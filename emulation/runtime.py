@@ -9,13 +9,12 @@ import atexit
 import ctypes
 import sys
 import threading
-import warnings
 import weakref
 from types import ModuleType
 
 import torch
 
-from .. import TorchplugWarning
+from .. import TorchplugWarning, warn
 from .attach import Attachment, attached
 from .config import current
 
@@ -199,6 +198,6 @@ def _notice(a: Attachment) -> None:
         f"{a.count} device(s) backed by host memory, kernels run on the CPU. It is not a real {a.label}."
     )
     try:
-        warnings.warn(message, EmulationNotice, stacklevel=4)
+        warn(message, EmulationNotice)
     except Warning:  # warnings turned into errors must not make the device unusable
         print(message, file=sys.stderr)
