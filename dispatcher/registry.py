@@ -18,6 +18,7 @@ import torch
 
 from ..entrypoints import Backend, loaded_backend
 from .native import extension
+from .result_check import checked
 
 KernelT = TypeVar("KernelT", bound=Callable[..., Any])
 
@@ -127,7 +128,8 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
     """Register `kernel` for `op` on `backend`'s device, for `dtypes` (default: all it supports).
 
     `kernel` is a Python callable taking the op's arguments, or the OpOverload of a C++ kernel
-    registered by a torch extension with the same argument types.
+    registered by a torch extension with the same argument types. A Python kernel's results are
+    checked against the schema on every call (result_check.py); a C++ kernel runs unchecked.
     """
     op = qualified_name(op)
     schema = resolve_schema(op)
@@ -148,7 +150,8 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
         raise RegistrationError(f"kernel for {op} on {backend} must be callable or an OpOverload, got {kernel!r}")
     with _lock:
         kernel_op = (qualified_name(kernel) if isinstance(kernel, torch._ops.OpOverload)
-                     else _define_python_kernel(op, schema, backend, kernel))
+                     else _define_python_kernel(op, schema, backend,
+                                                checked(kernel, op, schema, backend, spec.device_type)))
         registration = Registration(op, backend, kernel, wanted, priority, _plugin_of(kernel), kernel_op)
         existing = _registrations.setdefault((op, backend), [])
         for other in existing:
