@@ -4,6 +4,8 @@ This module is imported inside every ``import torch`` (through the autoload entr
 stays tiny: submodules load on first attribute access.
 """
 
+import sys
+import warnings
 from importlib import import_module
 from typing import Any
 
@@ -15,6 +17,24 @@ API_VERSION = 1
 
 class TorchplugWarning(UserWarning):
     """The category of every warning torchplug issues: one filter silences them all."""
+
+
+def _internal(module: str) -> bool:
+    """torchplug, its plugins (torchplug_*), torch (whose import runs the autoload) and the import machinery."""
+    top = module.split(".")[0]
+    return top.startswith(("torchplug", "_frozen_importlib")) or top in ("torch", "importlib")
+
+
+def warn(message: str, category: type[Warning] = TorchplugWarning) -> None:
+    """warnings.warn, attributed to the user's line: the first caller outside `_internal` modules."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and _internal(frame.f_globals.get("__name__", "")):
+        frame = frame.f_back
+    # No module_globals: like warnings.warn, read the source line from the file (a `python -c`
+    # module's loader would raise ImportError here).
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"),
+                           registry=frame.f_globals.setdefault("__warningregistry__", {}))
 
 
 # Import torch before any torchplug submodule starts: if torchplug is imported first, torch's

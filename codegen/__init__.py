@@ -1,9 +1,24 @@
 """torchplug.codegen: each backend's torch.compile (Inductor) target.
 
-A backend returns a `CodegenTarget` from `Backend.codegen()`. Targets are installed lazily, when
-Inductor is first imported, never inside ``import torch``.
+A backend returns a `CodegenTarget` from `Backend.codegen()`: torch's own for native devices, the
+shared host target (Inductor's C++ kernels on host memory) for emulated ones. Targets are armed at
+autoload and installed on Inductor's first compile, never inside ``import torch``.
 """
 
 from .target import CodegenTarget
 
-__all__ = ["CodegenTarget"]
+__all__ = ["CodegenTarget", "arm", "install_armed"]
+
+
+def arm(backend) -> None:
+    """Install `backend`'s target (`backend.codegen()`) before Inductor's first compile."""
+    from .entry import arm as _arm
+
+    _arm(backend)
+
+
+def install_armed() -> None:
+    """Install every armed backend's target now (idempotent); Inductor's entry points call it."""
+    from .entry import install_armed as _install_armed
+
+    _install_armed()

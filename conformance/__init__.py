@@ -1,1 +1,1 @@
-"""The conformance suite: op x dtype x mode matrix for a backend (arrives with its own issue)."""
+"""The conformance suite: op x dtype x mode matrix for a backend."""

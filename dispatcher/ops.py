@@ -71,10 +71,31 @@ def _(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return torch.empty_like(x)
 
 
+def _rms_norm_backward_ref(grad: Tensor, x: Tensor, weight: Tensor, eps: float,
+                           grad_residual: Tensor | None) -> tuple[Tensor, Tensor]:
+    dx, dweight = _rms_norm_grads(x, weight, eps, grad)
+    if grad_residual is not None:
+        dx = dx + _wide(grad_residual)
+    return dx.to(x.dtype), dweight.to(weight.dtype)
+
+
+@torch.library.custom_op(f"{_LIB}::rms_norm_backward", mutates_args=())
+def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float,
+                      grad_residual: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """rms_norm's (dx, dweight) in x's and weight's dtypes, an op of its own so backends can give it
+    a kernel. `grad_residual` is added to dx before rounding (fused_add_rms_norm's second output)."""
+    return _rms_norm_backward_ref(grad, x, weight, eps, grad_residual)
+
+
+@rms_norm_backward.register_fake
+def _(grad: Tensor, x: Tensor, weight: Tensor, eps: float,
+      grad_residual: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(x), torch.empty_like(weight)
+
+
 def _rms_norm_backward(ctx, grad: Tensor):
     x, weight = ctx.saved_tensors
-    dx, dweight = _rms_norm_grads(x, weight, ctx.eps, grad)
-    return dx.to(x.dtype), dweight.to(weight.dtype), None
+    return *torch.ops.torchplug.rms_norm_backward(grad, x, weight, ctx.eps), None
 
 
 rms_norm.register_autograd(_rms_norm_backward, setup_context=_save_inputs)
@@ -83,14 +104,22 @@ rms_norm.register_autograd(_rms_norm_backward, setup_context=_save_inputs)
 # --- fused_add_rms_norm ---------------------------------------------------------------------
 
 
-@torch.library.custom_op(f"{_LIB}::fused_add_rms_norm_", mutates_args=("x", "residual"))
-def _fused_add_rms_norm_inplace(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
-    """residual += x; x = rms_norm(residual) * weight. The kernel backends replace."""
+def _check_residual_args(x: Tensor, residual: Tensor, weight: Tensor) -> None:
     _check_norm_args("fused_add_rms_norm_", x, weight)
     _check("fused_add_rms_norm_", x.shape == residual.shape,
            f"x {list(x.shape)} and residual {list(residual.shape)} must have the same shape")
+
+
+def _fused_add_rms_norm_ref_(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
     residual.add_(x)
     x.copy_(_rms_norm_ref(residual, weight, eps))
+
+
+@torch.library.custom_op(f"{_LIB}::fused_add_rms_norm_", mutates_args=("x", "residual"))
+def _fused_add_rms_norm_inplace(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
+    """residual += x; x = rms_norm(residual) * weight. The kernel backends replace."""
+    _check_residual_args(x, residual, weight)
+    _fused_add_rms_norm_ref_(x, residual, weight, eps)
 
 
 @_fused_add_rms_norm_inplace.register_fake
@@ -120,9 +149,8 @@ def _fused_setup(ctx, inputs, output) -> None:
 
 def _fused_backward(ctx, grad_out: Tensor, grad_summed: Tensor):
     summed, weight = ctx.saved_tensors
-    d_summed, dweight = _rms_norm_grads(summed, weight, ctx.eps, grad_out)
-    d_summed = d_summed + _wide(grad_summed)
-    return d_summed.to(ctx.x_dtype), d_summed.to(ctx.residual_dtype), dweight.to(weight.dtype), None
+    d_summed, dweight = torch.ops.torchplug.rms_norm_backward(grad_out, summed, weight, ctx.eps, grad_summed)
+    return d_summed.to(ctx.x_dtype), d_summed.to(ctx.residual_dtype), dweight, None
 
 
 _fused_add_rms_norm_functional.register_autograd(_fused_backward, setup_context=_fused_setup)
@@ -165,13 +193,28 @@ def _(x: Tensor) -> Tensor:
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
 
-def _silu_and_mul_backward(ctx, grad: Tensor):
-    (x,) = ctx.saved_tensors
+def _silu_and_mul_backward_ref(grad: Tensor, x: Tensor) -> Tensor:
     a, b = _wide(x).chunk(2, dim=-1)
     sigmoid = torch.sigmoid(a)
     silu = a * sigmoid
     da = _wide(grad) * b * sigmoid * (1 + a * (1 - sigmoid))
     return torch.cat([da, _wide(grad) * silu], dim=-1).to(x.dtype)
+
+
+@torch.library.custom_op(f"{_LIB}::silu_and_mul_backward", mutates_args=())
+def silu_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """silu_and_mul's dx, an op of its own so backends can give it a kernel."""
+    return _silu_and_mul_backward_ref(grad, x)
+
+
+@silu_and_mul_backward.register_fake
+def _(grad: Tensor, x: Tensor) -> Tensor:
+    return torch.empty_like(x)
+
+
+def _silu_and_mul_backward(ctx, grad: Tensor):
+    (x,) = ctx.saved_tensors
+    return torch.ops.torchplug.silu_and_mul_backward(grad, x)
 
 
 silu_and_mul.register_autograd(_silu_and_mul_backward,
@@ -224,8 +267,8 @@ def _angle_grads(x: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
 
 def _rotary_backward(ctx, grad_q: Tensor, grad_k: Tensor):
     q, k, cos, sin = ctx.saved_tensors
-    # A rotation's transpose is the rotation by the opposite angle.
-    dq, dk = _rotate(grad_q, cos, -sin), _rotate(grad_k, cos, -sin)
+    # A rotation's transpose is the rotation by the opposite angle: the op itself (a backend's kernel) does it.
+    dq, dk = torch.ops.torchplug.rotary_embedding(grad_q, grad_k, cos, -sin)
     dcos_q, dsin_q = _angle_grads(q, grad_q)
     dcos_k, dsin_k = _angle_grads(k, grad_k)
     return dq, dk, (dcos_q + dcos_k).to(cos.dtype), (dsin_q + dsin_k).to(sin.dtype)

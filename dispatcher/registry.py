@@ -9,13 +9,13 @@ highest-priority registered kernel, and every other dtype keeps the kernel torch
 import difflib
 import inspect
 import threading
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 
+from .. import warn
 from ..entrypoints import Backend, loaded_backend
 from .native import extension
 from .result_check import checked
@@ -36,6 +36,7 @@ class Registration:
     priority: int
     plugin: str  # who registered it: the kernel's top-level package or op namespace
     kernel_op: str  # the op whose kernel the dtype split calls
+    label: str = ""  # how traces name it, e.g. "torchplug_cuda triton kernel"; default "<plugin> kernel"
 
 
 _lock = threading.RLock()
@@ -124,12 +125,13 @@ def _define_python_kernel(op: str, schema: torch._C.FunctionSchema, backend: str
 
 
 def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[..., Any] | torch._ops.OpOverload,
-             dtypes: Iterable[torch.dtype] | None = None, priority: int = 0) -> Registration:
+             dtypes: Iterable[torch.dtype] | None = None, priority: int = 0, *, label: str = "") -> Registration:
     """Register `kernel` for `op` on `backend`'s device, for `dtypes` (default: all it supports).
 
     `kernel` is a Python callable taking the op's arguments, or the OpOverload of a C++ kernel
-    registered by a torch extension with the same argument types. A Python kernel's results are
-    checked against the schema on every call (result_check.py); a C++ kernel runs unchecked.
+    registered by a torch extension with the same argument types. `label` names it in traces.
+    A Python kernel's results are checked against the schema on every call (result_check.py); a
+    C++ kernel runs unchecked.
     """
     op = qualified_name(op)
     schema = resolve_schema(op)
@@ -152,15 +154,16 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
         kernel_op = (qualified_name(kernel) if isinstance(kernel, torch._ops.OpOverload)
                      else _define_python_kernel(op, schema, backend,
                                                 checked(kernel, op, schema, backend, spec.device_type)))
-        registration = Registration(op, backend, kernel, wanted, priority, _plugin_of(kernel), kernel_op)
+        plugin = _plugin_of(kernel)
+        registration = Registration(op, backend, kernel, wanted, priority, plugin, kernel_op,
+                                    label or f"{plugin} kernel")
         existing = _registrations.setdefault((op, backend), [])
         for other in existing:
             if other.priority == priority and other.dtypes & wanted and other.plugin != registration.plugin:
                 first, second = sorted((other.plugin, registration.plugin))
-                warnings.warn(
-                    f"{other.plugin} and {registration.plugin} both register {op} on {backend} at priority "
-                    f"{priority}; {first} wins (equal priorities are ordered by plugin name). Give one a "
-                    "higher priority to choose.", stacklevel=2)
+                warn(f"{other.plugin} and {registration.plugin} both register {op} on {backend} at priority "
+                     f"{priority}; {first} wins (equal priorities are ordered by plugin name). Give one a "
+                     "higher priority to choose.")
         existing.append(registration)
         _install(op, backend, spec.dispatch_key, wanted)
     return registration

@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 
 from ..entrypoints import records
 from ..entrypoints.table import format_table
-from .registry import qualified_name
+from .registry import qualified_name, winner
 from .routes import route
 
 
@@ -27,6 +27,7 @@ class TraceEvent:
     shapes: tuple[tuple[int, ...], ...]
     route: str
     duration_us: float
+    served_by: str = ""  # for the kernel route, the registration's label, e.g. "torchplug_cuda triton kernel"
 
 
 @dataclass
@@ -34,9 +35,9 @@ class Trace:
     events: list[TraceEvent] = field(default_factory=list)
 
     def table(self) -> str:
-        return format_table(("op", "device", "dtypes", "shapes", "route", "time (us)"),
+        return format_table(("op", "device", "dtypes", "shapes", "route", "served by", "time (us)"),
                             [(e.op, e.device, ",".join(e.dtypes), " ".join(str(list(s)) for s in e.shapes), e.route,
-                              f"{e.duration_us:.1f}") for e in self.events])
+                              e.served_by, f"{e.duration_us:.1f}") for e in self.events])
 
 
 def _backends_by_device_type() -> dict[str, tuple[str, str]]:
@@ -54,7 +55,8 @@ class _TraceMode(TorchDispatchMode):
         super().__init__()
         self.trace = trace
         self.backends = _backends_by_device_type()
-        self.routes: dict[tuple[str, str, torch.dtype], str] = {}  # registrations do not change mid-trace
+        # (route, served by) per (op, backend, dtype): registrations do not change mid-trace
+        self.routes: dict[tuple[str, str, torch.dtype], tuple[str, str]] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -69,10 +71,13 @@ class _TraceMode(TorchDispatchMode):
             op, dtype = qualified_name(func), tensors[0].dtype
             key = (op, served[0], dtype)
             if key not in self.routes:
-                self.routes[key] = route(op, *served, dtype)
+                found = route(op, *served, dtype)
+                chosen = winner(op, served[0], dtype) if found == "kernel" else None
+                self.routes[key] = found, chosen.label if chosen else ""
+            how, served_by = self.routes[key]
             self.trace.events.append(TraceEvent(
                 op, str(tensors[0].device), tuple(str(t.dtype).removeprefix("torch.") for t in tensors),
-                tuple(tuple(t.shape) for t in tensors), self.routes[key], elapsed))
+                tuple(tuple(t.shape) for t in tensors), how, elapsed, served_by))
         return out
 
 

@@ -23,7 +23,11 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 class EmulationConfigError(ValueError):
-    """A TORCHPLUG_EMULATE* variable that cannot be read; the message names it and the fix."""
+    """A TORCHPLUG_EMULATE* variable that cannot be read; the message names it, `fix` a valid setting."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ def parse_size(text: str, variable: str = "TORCHPLUG_EMULATE_MEMORY") -> int:
     match = _SIZE.match(text)
     if not match:
         raise EmulationConfigError(
-            f"{variable}: cannot read {text!r} as a size; write e.g. 512M, 1GiB or 1073741824"
+            f"{variable}: cannot read {text!r} as a size; write e.g. 512M, 1GiB or 1073741824",
+            f"set {variable} to a size such as {variable}=1GiB (or per backend: {variable}=xpu=1GiB), or unset it",
         )
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
@@ -73,7 +78,9 @@ def _count(text: str) -> int:
         count = -1
     if not 1 <= count <= MAX_DEVICES:
         raise EmulationConfigError(
-            f"TORCHPLUG_EMULATE_DEVICES: {text.strip()!r} is not a device count between 1 and {MAX_DEVICES}"
+            f"TORCHPLUG_EMULATE_DEVICES: {text.strip()!r} is not a device count between 1 and {MAX_DEVICES}",
+            "set a count such as TORCHPLUG_EMULATE_DEVICES=2 (or per backend: TORCHPLUG_EMULATE_DEVICES=xpu=2), "
+            "or unset it",
         )
     return count
 

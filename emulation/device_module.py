@@ -22,6 +22,29 @@ Device = int | str | torch.device | None
 
 
 @dataclass(frozen=True)
+class Profile:
+    """The shape of a plausible real device of one kind, which Inductor's GPU heuristics read."""
+
+    multi_processor_count: int  # SMs / compute units / Xe-cores / GPU cores
+    warp_size: int
+    gcnArchName: str  # noqa: N815 - torch's name; read by Inductor's cache key whenever torch.version.cuda is None
+    max_threads_per_multi_processor: int = 2048
+    max_threads_per_block: int = 1024
+    regs_per_multiprocessor: int = 65536
+
+
+# By backend name: an A100-like CUDA GPU, an MI300-like ROCm GPU (64-wide wavefronts), a Max-series
+# XPU, an M-series GPU. A backend not listed (a new PrivateUse1 device) gets the generic one.
+PROFILES = {
+    "cuda": Profile(multi_processor_count=108, warp_size=32, gcnArchName="sm_80"),
+    "rocm": Profile(multi_processor_count=304, warp_size=64, gcnArchName="gfx942"),
+    "xpu": Profile(multi_processor_count=64, warp_size=32, gcnArchName="pvc"),
+    "mps": Profile(multi_processor_count=10, warp_size=32, gcnArchName="apple-m1"),
+}
+GENERIC_PROFILE = Profile(multi_processor_count=32, warp_size=32, gcnArchName="generic")
+
+
+@dataclass(frozen=True)
 class EmulatedDeviceProperties:
     """What get_device_properties reports; there is no real hardware behind it."""
 
@@ -32,9 +55,18 @@ class EmulatedDeviceProperties:
     has_fp64: bool
     has_fp16: bool
     multi_processor_count: int
+    warp_size: int
+    gcnArchName: str  # noqa: N815
+    max_threads_per_multi_processor: int
+    max_threads_per_block: int
+    regs_per_multiprocessor: int
     major: int = 0  # no compute capability: code gated on e.g. (8, 0) takes its portable path
     minor: int = 0
     is_emulated: bool = True
+
+    @property
+    def gpu_subslice_count(self) -> int:  # torch.xpu's name for the compute-unit count
+        return self.multi_processor_count
 
 
 def _host_memory() -> int:
@@ -108,7 +140,10 @@ class DeviceModule:
             return -1
         return runtime.extension().exchange_device(self._key, index)
 
-    _maybe_exchange_device = _exchange_device
+    def _maybe_exchange_device(self, index: int) -> int:
+        # A function of its own, not an alias: Dynamo keys its handlers by function and refuses a
+        # second registration of the same one.
+        return self._exchange_device(index)
 
     def synchronize(self, device: Device = None) -> None:
         self._index(device)  # validates; kernels already ran when they were issued
@@ -120,6 +155,7 @@ class DeviceModule:
     def get_device_properties(self, device: Device = None) -> EmulatedDeviceProperties:
         index = self._index(device)
         refused = self.attachment.refused_dtypes
+        profile = PROFILES.get(self.attachment.backend, GENERIC_PROFILE)
         return EmulatedDeviceProperties(
             name=self.get_device_name(index),
             type=self.type,
@@ -127,7 +163,12 @@ class DeviceModule:
             total_memory=self.attachment.capacities[index] or _host_memory(),
             has_fp64=torch.float64 not in refused,
             has_fp16=torch.float16 not in refused,
-            multi_processor_count=os.cpu_count() or 1,
+            multi_processor_count=profile.multi_processor_count,
+            warp_size=profile.warp_size,
+            gcnArchName=profile.gcnArchName,
+            max_threads_per_multi_processor=profile.max_threads_per_multi_processor,
+            max_threads_per_block=profile.max_threads_per_block,
+            regs_per_multiprocessor=profile.regs_per_multiprocessor,
         )
 
     def get_device_capability(self, device: Device = None) -> tuple[int, int]:

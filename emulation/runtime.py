@@ -9,13 +9,12 @@ import atexit
 import ctypes
 import sys
 import threading
-import warnings
 import weakref
 from types import ModuleType
 
 import torch
 
-from .. import TorchplugWarning
+from .. import TorchplugWarning, warn
 from .attach import Attachment, attached
 from .config import current
 
@@ -125,14 +124,23 @@ def prepare_backward(tensors) -> None:
             "once per device type, or move the outputs to one device first."
         )
     a = attached()[types.pop()]
-    if a.dispatch_key not in _ACCELERATOR_KEYS:
-        raise RuntimeError(
-            f"backward on the emulated '{a.device_type}' device is not available with this torch build: "
-            "torch's autograd engine runs backward only on its single accelerator device type, and a "
-            "CPU-only torch fixes the 'cuda' accelerator slot while `import torch` runs, before any "
-            "plugin can claim it. Emulated xpu and mps support backward; see docs/emulation.md."
-        )
+    unsupported = backward_unsupported(a.device_type)
+    if unsupported:
+        raise RuntimeError(unsupported)
     ext.set_accelerator(a.dispatch_key)
+
+
+def backward_unsupported(device_type: str) -> str | None:
+    """Why autograd cannot run backward on the emulated `device_type`, or None when it can."""
+    a = attached().get(device_type)
+    if a is None or a.dispatch_key in _ACCELERATOR_KEYS:
+        return None
+    return (
+        f"backward on the emulated '{a.device_type}' device is not available with this torch build: "
+        "torch's autograd engine runs backward only on its single accelerator device type, and a "
+        "CPU-only torch fixes the 'cuda' accelerator slot while `import torch` runs, before any "
+        "plugin can claim it. Emulated xpu and mps support backward; see docs/emulation.md."
+    )
 
 
 def _drain_autograd_workers() -> None:
@@ -190,6 +198,6 @@ def _notice(a: Attachment) -> None:
         f"{a.count} device(s) backed by host memory, kernels run on the CPU. It is not a real {a.label}."
     )
     try:
-        warnings.warn(message, EmulationNotice, stacklevel=4)
+        warn(message, EmulationNotice)
     except Warning:  # warnings turned into errors must not make the device unusable
         print(message, file=sys.stderr)

@@ -1,7 +1,8 @@
 """Plugin discovery, safe autoload, compatibility checks, the load report and the CLI."""
 
+from .. import TorchplugWarning
 from .backend import Backend, DeviceStatus, torch_build_lacks
-from .loader import PluginError, PluginRecord, TorchplugWarning, autoload, backend, discover, load, loaded, loaded_backend, records
+from .loader import PluginError, PluginRecord, autoload, backend, discover, load, loaded, loaded_backend, records
 from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 
 __all__ = [

@@ -40,6 +40,9 @@ class Backend:
         Subclasses that override it call ``super().setup()``, which attaches the emulated runtime.
         """
         self._setup_emulation()
+        from ..codegen import arm
+
+        arm(self)
 
     def _setup_emulation(self) -> None:
         # Opt-in only: without TORCHPLUG_EMULATE nothing is imported and nothing changes.
@@ -68,8 +71,14 @@ class Backend:
         return self._status
 
     def codegen(self) -> CodegenTarget | None:
-        """This backend's torch.compile target, or None when it has none (compile is unsupported)."""
-        return None
+        """This backend's torch.compile target, or None when it has none (compile is unsupported).
+
+        By default torch's own target when the device runs natively, torchplug's host target when
+        it is emulated; a backend with its own Inductor codegen overrides this.
+        """
+        from ..codegen.select import target_for
+
+        return target_for(self)
 
     def is_available(self) -> bool:
         return self.status().mode != "unavailable"

@@ -2,6 +2,7 @@
 routes, `check` runs the conformance suite."""
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -11,10 +12,7 @@ from dataclasses import dataclass
 
 from .table import format_table
 
-ENV_VARS = (
-    "TORCH_DEVICE_BACKEND_AUTOLOAD", "TORCHPLUG_DEVICES", "TORCHPLUG_DISABLE", "TORCHPLUG_STRICT",
-    "TORCHPLUG_EMULATE", "TORCHPLUG_CACHE",
-)
+ENV_VARS = ("TORCH_DEVICE_BACKEND_AUTOLOAD",)  # shown with every TORCHPLUG_* variable that is set
 
 
 @dataclass
@@ -25,6 +23,7 @@ class Row:
     mode: str  # native | emulated | unavailable, or "-" when the plugin did not load
     status: str  # the load status: loaded | failed | incompatible | skipped | pending
     reason: str
+    codegen: str  # the torch.compile target, e.g. "inductor: host-cpp (emulated)"
     fix: str
     traceback: str
     load_ms: float
@@ -37,13 +36,24 @@ def plugin_rows() -> list[Row]:
 
     rows = []
     for record in records():
-        mode, reason = "-", record.reason
+        mode, reason, codegen = "-", record.reason, "-"
         if record.backend is not None:
             status = record.backend.status()
             mode, reason = status.mode, status.reason
+            codegen = codegen_status(record.backend)
         rows.append(Row(record.name, record.distribution, record.version, mode, record.status,
-                        reason, record.fix, record.traceback, round(record.load_ms, 3)))
+                        reason, codegen, record.fix, record.traceback, round(record.load_ms, 3)))
     return rows
+
+
+def codegen_status(backend) -> str:
+    """The `torchplug list` line for a backend's torch.compile target."""
+    target = backend.codegen()
+    if target is not None:
+        return target.status()
+    if backend.status().mode == "unavailable":
+        return "inductor: none — the device is unavailable"
+    return "inductor: none — the backend declares no compile target"
 
 
 def _environment() -> dict[str, str]:
@@ -51,7 +61,8 @@ def _environment() -> dict[str, str]:
 
     from .. import __version__
 
-    settings = {name: os.environ[name] for name in ENV_VARS if name in os.environ}
+    settings = {name: value for name, value in sorted(os.environ.items())
+                if name in ENV_VARS or name.startswith("TORCHPLUG_")}
     return {"torch": torch.__version__, "torchplug": __version__, "python": sys.version.split()[0], **settings}
 
 
@@ -62,10 +73,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     print(" ".join(f"{k}={v}" for k, v in _environment().items()))
     if not rows:
-        print("no torchplug plugins installed (pip install ./devices/<name>)")
+        print("no torchplug plugins installed (from a torchplug checkout: pip install ./ ./devices/<name>)")
         return 0
-    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "REASON"),
-                 [(r.name, r.distribution, r.version, r.mode, r.status, r.reason) for r in rows]))
+    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "CODEGEN", "REASON"),
+                 [(r.name, r.distribution, r.version, r.mode, r.status, r.codegen, r.reason) for r in rows]))
     for row in rows:
         if row.fix and row.status != "loaded":
             print(f"\n{row.name}: fix: {row.fix}")
@@ -79,7 +90,7 @@ def _doctor_check(row: Row) -> tuple[str, str]:
     from .loader import backend
 
     if row.status in ("failed", "incompatible", "pending"):
-        return "FAIL", f"plugin {row.status}: {row.reason}"
+        return "FAIL", f"plugin {row.status}: {row.reason}" + (f"; fix: {row.fix}" if row.fix else "")
     if row.status == "skipped":
         return "SKIP", row.reason
     if row.mode == "unavailable":
@@ -111,17 +122,39 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if args.devices and verdict == "SKIP":  # a device asked for by name must work
             verdict = "FAIL"
             if row.mode == "unavailable":
-                detail += f"; without the hardware, emulate it: TORCHPLUG_EMULATE={name}"
+                detail += f"; {_emulation_hint(name, rows)}"
         results.append({"name": name, "mode": row.mode, "result": verdict, "detail": detail})
     failed = any(r["result"] == "FAIL" for r in results)
+    checked = any(r["result"] != "SKIP" for r in results)
+    if failed:
+        summary = "some devices FAILED (see DETAIL)"
+    elif checked:
+        summary = "all requested devices work"
+    else:
+        summary = "nothing was checked: " + ("no plugin is installed" if not results else
+                                              "every device was skipped (see DETAIL)")
+    # Devices asked for (by name or TORCHPLUG_DEVICES) of which none ran is a failure, not a pass.
+    ok = not failed and (checked or not (args.devices or os.environ.get("TORCHPLUG_DEVICES")))
     if args.json:
-        print(json.dumps({"environment": _environment(), "results": results, "ok": not failed}, indent=2))
+        print(json.dumps({"environment": _environment(), "results": results, "checked": checked, "ok": ok},
+                         indent=2))
     else:
         print(" ".join(f"{k}={v}" for k, v in _environment().items()))
         print(format_table(("DEVICE", "MODE", "RESULT", "DETAIL"),
                      [(r["name"], r["mode"], r["result"], r["detail"]) for r in results]))
-        print("\nall requested devices work" if not failed else "\nsome devices FAILED (see DETAIL)")
-    return 1 if failed else 0
+        print(f"\n{summary}")
+    return 0 if ok else 1
+
+
+def _emulation_hint(name: str, installed: Sequence[str]) -> str:
+    """How to get `name` without its hardware, noticing a misspelling of it in TORCHPLUG_EMULATE."""
+    from ..emulation.config import requested_names
+
+    unknown = [listed for listed in requested_names() if listed not in installed]
+    if difflib.get_close_matches(name, unknown, n=1):
+        return (f"TORCHPLUG_EMULATE={os.environ['TORCHPLUG_EMULATE']} names no installed plugin "
+                f"(did you mean {name!r}?): set TORCHPLUG_EMULATE={name}")
+    return f"without the hardware, emulate it: TORCHPLUG_EMULATE={name}"
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:

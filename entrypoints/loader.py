@@ -15,19 +15,21 @@ import sys
 import threading
 import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, PackageMetadata, distributions
 from typing import Literal
 
 import torch
 
-from .. import TorchplugWarning
+from .. import warn
 from .. import __version__ as torchplug_version
 from .backend import Backend
 from .versions import InvalidRange, version_in_range
 
 GROUP = "torchplug.devices"
+# The plugins in this repository's devices/ folders. No torchplug distribution is published on a
+# package index, so an install hint names a folder, and only for these names.
+REPOSITORY_PLUGINS = ("cpu", "cuda", "mps", "rocm", "xpu")
 Status = Literal["loaded", "failed", "incompatible", "skipped", "pending"]
 
 
@@ -132,10 +134,17 @@ def _known(name: str) -> PluginRecord:
         hint = _did_you_mean(name, records_now)
         raise PluginError(
             f"no torchplug plugin named {name!r} is installed{hint}. "
-            f"Installed: {', '.join(records_now) or 'none'}. "
-            f"Fix: pip install torchplug-{name} (or the plugin that provides it)."
+            f"Installed: {', '.join(records_now) or 'none'}. Fix: {install_hint(name)}."
         )
     return records_now[name]
+
+
+def install_hint(name: str) -> str:
+    """How to install the plugin `name`: from this repository's folder if it is one of its plugins."""
+    if name in REPOSITORY_PLUGINS:
+        return (f"from a torchplug checkout, pip install ./devices/{name} (into an environment without "
+                f"torchplug yet, core first: pip install ./ ./devices/{name})")
+    return "install the plugin distribution that provides it"
 
 
 def _plugin_entry_points() -> list[tuple[EntryPoint, PackageMetadata]]:
@@ -162,6 +171,7 @@ def _discover_all() -> None:
     names = [ep.name for ep, _ in points]
     wanted = _env_names("TORCHPLUG_DEVICES", names)
     disabled = _env_names("TORCHPLUG_DISABLE", names)
+    _env_names("TORCHPLUG_EMULATE", names)  # only to warn about a misspelt name; emulation reads it
     autoload_on = os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
     for ep, metadata in points:
         record = PluginRecord(ep.name, metadata["Name"], metadata["Version"], ep.value, entry_point=ep,
@@ -215,7 +225,8 @@ def _load(record: PluginRecord) -> None:
     except Exception as err:
         record.backend, record.status, record.reason = None, "failed", f"{type(err).__name__}: {err}"
         record.traceback = "".join(traceback.format_exception(err, limit=-6))
-        record.fix = (
+        # An error caused by the user's settings says how to fix them (e.g. EmulationConfigError).
+        record.fix = getattr(err, "fix", None) or (
             f"reinstall or upgrade {record.distribution}, or set TORCHPLUG_DISABLE={record.name} "
             "to skip it; 'torchplug list --verbose' shows the traceback"
         )
@@ -275,8 +286,11 @@ def _explain(record: PluginRecord) -> str:
 def _raise_on_failures() -> None:
     failures = [r for r in _records.values() if r.status in ("failed", "incompatible")]
     if failures:
+        # torch wraps this error in one naming the first torchplug entry point it called, which
+        # need not be a failing plugin: the first line names them.
+        names = ", ".join(f"{r.name} ({r.distribution})" for r in failures)
         raise PluginError(
-            "TORCHPLUG_STRICT=1 and plugins failed to load:\n"
+            f"TORCHPLUG_STRICT=1 and these torchplug plugins failed to load: {names}\n"
             + "\n".join(f"  {_explain(r)}\n{r.traceback}" for r in failures)
         )
 
@@ -288,12 +302,8 @@ def _env_names(var: str, known: list[str]) -> set[str] | None:
         return None
     names = {part.strip().lower() for part in value.split(",") if part.strip()}
     for name in sorted(names - set(known)):
-        warnings.warn(
-            f"{var} names {name!r}, but no installed torchplug plugin provides it"
-            f"{_did_you_mean(name, known)}. Installed: {', '.join(known) or 'none'}.",
-            TorchplugWarning,
-            stacklevel=2,
-        )
+        warn(f"{var} names {name!r}, but no installed torchplug plugin provides it"
+             f"{_did_you_mean(name, known)}. Installed: {', '.join(known) or 'none'}.")
     return names
 
 

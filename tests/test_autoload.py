@@ -101,7 +101,7 @@ def test_doctor_fails_when_a_plugin_is_broken(broken_plugins):
 def test_strict_mode_makes_import_torch_raise(broken_plugins):
     result = run_python("import torch", path=broken_plugins, check=False, TORCHPLUG_STRICT="1")
     assert result.returncode != 0
-    assert "TORCHPLUG_STRICT=1 and plugins failed to load" in result.stderr
+    assert "TORCHPLUG_STRICT=1 and these torchplug plugins failed to load: " in result.stderr
     assert "undefined symbol: npuInit" in result.stderr and "driver handshake failed" in result.stderr
     run_python("import torch", TORCHPLUG_STRICT="1")  # nothing broken: strict import works
 

@@ -145,16 +145,16 @@ def test_trace_records_ops_routes_and_factories():
             x = torch.randn(8, 64)
             y = ops.rms_norm(x, torch.ones(64), eps=1e-6)
             F.gelu(y.half())
-        print(json.dumps([[e.op, e.device, e.route, list(e.dtypes)] for e in t.events]))
+        print(json.dumps([[e.op, e.device, e.route, list(e.dtypes), e.served_by] for e in t.events]))
         print(t.table())
         print(torch._C._len_torch_dispatch_stack())   # nothing left installed after the block
     """)).stdout.splitlines()
     events = json.loads(out[0])
     ops_seen = [e[0] for e in events]
     assert ops_seen[:2] == ["aten::randn", "aten::ones"]
-    assert ["torchplug::rms_norm", "cpu", "kernel", ["float32", "float32"]] in events  # torchplug-cpu's
-    assert ["aten::gelu", "cpu", "kernel", ["float16"]] in events
-    assert out[1].split() == ["op", "device", "dtypes", "shapes", "route", "time", "(us)"]
+    assert ["torchplug::rms_norm", "cpu", "kernel", ["float32", "float32"], "torchplug_cpu kernel"] in events
+    assert ["aten::gelu", "cpu", "kernel", ["float16"], "__main__ kernel"] in events  # the snippet's own
+    assert out[1].split() == ["op", "device", "dtypes", "shapes", "route", "served", "by", "time", "(us)"]
     assert out[-1] == "0"
 
 

@@ -38,6 +38,9 @@ def test_pip_installed_plugins_autoload_in_a_fresh_venv(tmp_path):
         print(torchplug.__file__, torchplug_cpu.__file__, torchplug_example.__file__)
     """, python=str(bin_dir / "python")).stdout.splitlines()
     assert out[0] == str(sorted(REAL_PLUGINS + ["npu"]))
+    printed = run_python("import torch; print(torch.ones(2, device='npu'))", python=str(bin_dir / "python"),
+                         TORCHPLUG_EMULATE="npu")
+    assert printed.stdout.strip() == "tensor([1., 1.], device='npu:0')", printed.stdout + printed.stderr
     assert all(path.startswith(str(tmp_path / "venv")) for path in out[1].split()), out[1]
 
     listing = run_process([bin_dir / "torchplug", "list"], check=False, env=clean_env())

@@ -1,11 +1,11 @@
 """torchplug-cpu: the CPU backend, on torch's own CPU runtime, with torchplug's fp16 kernels."""
 
 import dataclasses
-import warnings
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, TorchplugWarning
+from torchplug import warn
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus
 
 BUILD_HINT = "build them once (about a minute) with: torchplug doctor cpu"
 
@@ -33,7 +33,7 @@ class CpuBackend(Backend):
         except Exception as err:  # e.g. a TORCHPLUG_CPU_ISA this CPU cannot run: the device still works
             self.kernel_problem = f"kernels not registered: {str(err).removeprefix('torchplug-cpu: ')}"
         if self.kernel_problem:
-            warnings.warn(f"torchplug-cpu: {self.kernel_problem}", TorchplugWarning, stacklevel=2)
+            warn(f"torchplug-cpu: {self.kernel_problem}")
 
     def status(self) -> DeviceStatus:
         from . import kernels

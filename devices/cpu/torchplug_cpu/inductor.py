@@ -11,18 +11,13 @@ Importing Inductor costs over a second, so the pass is installed when Inductor's
 first imported, not inside ``import torch``. Passes the user set before are kept and run first.
 """
 
-import importlib.abc
-import importlib.util
-import sys
 import threading
-import warnings
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from torchplug.entrypoints import TorchplugWarning
+from torchplug.codegen.imports import after_import
 
 _CONFIG = "torch._inductor.config"
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
@@ -37,10 +32,7 @@ def install_when_inductor_loads() -> None:
         if _armed:
             return
         _armed = True
-    if _CONFIG in sys.modules:
-        _install(sys.modules[_CONFIG])
-    else:
-        sys.meta_path.insert(0, _AfterImport(_CONFIG, _install))
+    after_import(_CONFIG, _install, "torchplug-cpu's Inductor pass (compiled fp16 GEMMs under cpp_wrapper run torch's kernels)")
 
 
 def _install(config: ModuleType) -> None:
@@ -90,41 +82,3 @@ def _register_fake_kernels() -> None:
     for name in _GEMMS:
         aten_op = getattr(torch.ops.aten, name).default
         torch.library.register_fake(f"torchplug_cpu::{name}", lambda *args, _op=aten_op, **kwargs: _op(*args, **kwargs))
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls `callback(module)` once, right after the module `name` is first imported."""
-
-    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
-        self.name, self.callback = name, callback
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _ThenCall(spec.loader, self.callback)
-        return spec
-
-
-class _ThenCall(importlib.abc.Loader):
-    """A module loader that runs a callback after the module executes; all else is the original's."""
-
-    def __init__(self, inner: Any, callback: Callable[[ModuleType], None]) -> None:
-        self.inner, self.callback = inner, callback
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self.inner.exec_module(module)
-        try:
-            self.callback(module)
-        except Exception as err:  # never break the import of Inductor itself
-            warnings.warn(f"torchplug-cpu: its Inductor pass could not be installed ({type(err).__name__}: {err}); "
-                          "compiled fp16 GEMMs under cpp_wrapper run torch's kernels", TorchplugWarning,
-                          stacklevel=2)

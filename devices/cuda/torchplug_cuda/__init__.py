@@ -2,13 +2,15 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, torch_build_lacks
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+from torchplug.kernels import CUDA, TritonKernels
 
 
 class CudaBackend(Backend):
     spec = BackendSpec(
         name="cuda", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14"
     )
+    kernels = TritonKernels("torchplug_cuda", CUDA)  # torchplug.kernels' Triton source, CUDA launch config
 
     def native_unavailable_reason(self) -> str | None:
         if torch.version.hip:
@@ -18,6 +20,13 @@ class CudaBackend(Backend):
         if not torch.cuda.is_available():
             return "no CUDA GPU is visible (torch.cuda.device_count() == 0)"
         return None
+
+    def setup(self) -> None:
+        super().setup()
+        self.kernels.register_when_ops_defined(self)
+
+    def status(self) -> DeviceStatus:
+        return self.kernels.annotate(super().status())  # says whether the Triton kernels serve, and why not
 
 
 backend = CudaBackend()

@@ -2,13 +2,15 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, torch_build_lacks
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+from torchplug.kernels import ROCM, TritonKernels
 
 
 class RocmBackend(Backend):
     spec = BackendSpec(
         name="rocm", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14"
     )
+    kernels = TritonKernels("torchplug_rocm", ROCM)  # torchplug.kernels' Triton source, ROCM launch config
 
     def native_unavailable_reason(self) -> str | None:
         if not torch.version.hip:
@@ -16,6 +18,13 @@ class RocmBackend(Backend):
         if not torch.cuda.is_available():
             return "no ROCm GPU is visible (torch.cuda.device_count() == 0)"
         return None
+
+    def setup(self) -> None:
+        super().setup()
+        self.kernels.register_when_ops_defined(self)
+
+    def status(self) -> DeviceStatus:
+        return self.kernels.annotate(super().status())  # says whether the Triton kernels serve, and why not
 
 
 backend = RocmBackend()

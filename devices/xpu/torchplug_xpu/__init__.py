@@ -2,13 +2,15 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, torch_build_lacks
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+from torchplug.kernels import XPU, TritonKernels
 
 
 class XpuBackend(Backend):
     spec = BackendSpec(
         name="xpu", device_type="xpu", dispatch_key="XPU", dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14"
     )
+    kernels = TritonKernels("torchplug_xpu", XPU)  # torchplug.kernels' Triton source, XPU launch config
 
     def native_unavailable_reason(self) -> str | None:
         if not torch.xpu._is_compiled():
@@ -16,6 +18,13 @@ class XpuBackend(Backend):
         if not torch.xpu.is_available():
             return "no Intel GPU is visible (torch.xpu.device_count() == 0)"
         return None
+
+    def setup(self) -> None:
+        super().setup()
+        self.kernels.register_when_ops_defined(self)
+
+    def status(self) -> DeviceStatus:
+        return self.kernels.annotate(super().status())  # says whether the Triton kernels serve, and why not
 
 
 backend = XpuBackend()

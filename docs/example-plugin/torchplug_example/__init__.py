@@ -6,7 +6,10 @@ import torch
 
 from torchplug.entrypoints import Backend, BackendSpec
 
-NPU_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool})
+# float64 is listed because torch's tensor printer converts to it on every device it does not know
+# (it makes exceptions only for MPS, XPUs without fp64 and MAIA): without it, print(tensor) fails.
+NPU_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+                        torch.bool})
 
 
 class NpuBackend(Backend):

@@ -1,0 +1,75 @@
+"""Dynamo's view of an emulated device: a DeviceInterface over its torchplug device module.
+
+torch's own interfaces for cuda, xpu and mps cannot serve a CPU build (no raw streams, no MPS
+core count), and a new PrivateUse1 name has none, so every emulated type gets this one.
+"""
+
+from typing import Any
+
+import torch
+from torch._dynamo.device_interface import DeviceInterface
+
+
+def interface_for(module: Any, triton_capable: bool = False) -> type[DeviceInterface]:
+    """A DeviceInterface class serving the emulated device module `module` (a DeviceModule).
+
+    `triton_capable` is True in fidelity mode, where Inductor generates Triton for the device.
+    """
+
+    class EmulatedInterface(DeviceInterface):
+        device = module.device
+        Stream = module.Stream
+        Event = module.Event
+
+        class Worker:
+            @staticmethod
+            def set_device(device: int) -> None:
+                module.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return module.current_device()
+
+            @staticmethod
+            def get_device_properties(device: torch.types.Device = None) -> Any:
+                return module.get_device_properties(device)
+
+        current_device = staticmethod(module.current_device)
+        set_device = staticmethod(module.set_device)
+        exchange_device = staticmethod(module._exchange_device)
+        maybe_exchange_device = staticmethod(module._maybe_exchange_device)
+        device_count = staticmethod(module.device_count)
+        is_available = staticmethod(module.is_available)
+        stream = staticmethod(module.stream)
+        current_stream = staticmethod(module.current_stream)
+        set_stream = staticmethod(module.set_stream)
+        synchronize = staticmethod(module.synchronize)
+        memory_allocated = staticmethod(module.memory_allocated)
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+            module.set_stream(module.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type))
+
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return 0  # kernels run synchronously on the host: there is no stream to hand them
+
+        @staticmethod
+        def get_compute_capability(device: torch.types.Device = None) -> Any:
+            props = module.get_device_properties(device)
+            return props.major * 10 + props.minor
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return torch.bfloat16 not in module.attachment.refused_dtypes
+
+        @classmethod
+        def is_dtype_supported(cls, dtype: torch.dtype, including_emulation: bool = False) -> bool:
+            return dtype not in module.attachment.refused_dtypes
+
+        @staticmethod
+        def is_triton_capable(device: torch.types.Device = None) -> bool:
+            return triton_capable
+
+    EmulatedInterface.__name__ = EmulatedInterface.__qualname__ = f"Emulated{module.type.capitalize()}Interface"
+    return EmulatedInterface

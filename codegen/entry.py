@@ -1,0 +1,63 @@
+"""When targets are installed: on Inductor's first compile, never inside ``import torch``.
+
+Importing Inductor costs over a second and is circular while Dynamo loads, so nothing is done at
+import. Instead, once Inductor's compile entry points exist, they are wrapped to install every
+armed target before they run (so even the joint-graph passes see the registrations).
+"""
+
+import functools
+import threading
+from types import ModuleType
+from typing import Any
+
+from .imports import after_import
+
+_ENTRY_MODULE = "torch._inductor.compile_fx"
+_ENTRY_POINTS = ("compile_fx", "compile_fx_inner")
+_lock = threading.RLock()
+_armed: list[Any] = []  # backends whose targets are not installed yet
+_hooked = False
+_streams_hooked = False
+
+
+def arm(backend: Any) -> None:
+    global _hooked, _streams_hooked
+    from ..emulation import attached
+
+    emulated = backend.spec.device_type in attached()
+    with _lock:
+        _armed.append(backend)
+        hook_entry, _hooked = not _hooked, True
+        # Only emulation runs several accelerator types in one process.
+        hook_streams, _streams_hooked = emulated and not _streams_hooked, _streams_hooked or emulated
+    if hook_entry:
+        after_import(_ENTRY_MODULE, _wrap_entry_points, "torchplug's torch.compile targets")
+    if hook_streams:
+        from .patches import patch_dynamo_streams
+
+        after_import("torch._dynamo.utils", patch_dynamo_streams, "Dynamo's stream lookup for emulated devices")
+
+
+def install_armed() -> None:
+    with _lock:
+        while _armed:
+            target = _armed.pop(0).codegen()
+            if target is not None and target.unavailable_reason() is None:
+                target.install()
+
+
+def _wrap_entry_points(module: ModuleType) -> None:
+    for name in _ENTRY_POINTS:
+        original = getattr(module, name)
+
+        @functools.wraps(original)
+        def installs_targets_first(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            if _armed:
+                install_armed()
+            if __original.__name__ == "compile_fx" and len(args) > 1:
+                from .host import compile_forward_only
+
+                return compile_forward_only(__original, *args, **kwargs)
+            return __original(*args, **kwargs)
+
+        setattr(module, name, installs_targets_first)

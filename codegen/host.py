@@ -1,0 +1,112 @@
+"""The host target: torch.compile for emulated devices, with Inductor's C++ kernels on host memory.
+
+An emulated device's tensors live in host memory, so the code Inductor generates for the CPU runs
+on them unchanged. What differs is around the kernels: the wrapper allocates on the device and
+calls kernels without streams (wrapper.py), Dynamo needs a device interface (device_interface.py),
+and Inductor must treat the device type as host memory (patches.py).
+"""
+
+import threading
+import warnings
+from typing import Any
+from collections.abc import Hashable
+from textwrap import dedent
+
+from .. import TorchplugWarning
+from .target import CodegenTarget
+
+VERSION = 1  # bump when the generated code changes: it joins Inductor's cache key
+_lock = threading.Lock()
+
+
+class HostCppTarget(CodegenTarget):
+    """Inductor's C++ codegen for one emulated device type."""
+
+    name = "host-cpp (emulated)"
+
+    def __init__(self, device_type: str) -> None:
+        self.device_type = device_type
+        self._installed = False
+
+    def unavailable_reason(self) -> str | None:
+        from .patches import unsupported_reason
+
+        return unsupported_reason()
+
+    def uuid(self) -> Hashable:
+        return ("torchplug-host-cpp", VERSION, self.device_type)
+
+    def install(self) -> None:
+        with _lock:
+            if self._installed:
+                return
+            from torch._dynamo.device_interface import get_registered_device_interfaces, register_interface_for_device
+            from torch._inductor.codegen import common
+            from torch._inductor.codegen.cpp import CppScheduling
+
+            from ..emulation.hooks import device_module
+            from .device_interface import interface_for
+            from .passes import TargetPass
+            from .patches import add_host_device
+            from .wrapper import HostWrapperCodegen
+
+            module = device_module(self.device_type)
+            add_host_device(self.device_type)
+            # torch fills its built-in interfaces lazily, overwriting cuda/xpu/mps: fill them first.
+            dict(get_registered_device_interfaces())
+            interface = interface_for(module)
+            register_interface_for_device(self.device_type, interface)
+            for index in range(module.device_count()):
+                register_interface_for_device(f"{self.device_type}:{index}", interface)
+            common.register_backend_for_device(
+                self.device_type, CppScheduling, HostWrapperCodegen, device_custom_pass=TargetPass(self)
+            )
+            # torch registers its own cuda/xpu/mps overrides when first asked: let it, then replace.
+            common._initialize_device_op_overrides()
+            common.register_device_op_overrides(self.device_type, _host_op_overrides(self.device_type))
+            self._installed = True
+
+
+def _host_op_overrides(device_type: str) -> Any:
+    from torch._inductor.codegen.common import DeviceOpOverrides
+
+    class HostDeviceOpOverrides(DeviceOpOverrides):
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return dedent(f"""
+                def {name}(_):
+                    return 0
+                """)
+
+        def set_device(self, device_idx: int) -> str:
+            return "pass"  # the device guard around the kernels made it current
+
+        def synchronize(self) -> str:
+            return "pass"  # host kernels have finished when they return
+
+        def device_guard(self, device_idx: int) -> str:
+            return f"torch.{device_type}.device({device_idx})"
+
+    return HostDeviceOpOverrides()
+
+
+def compile_forward_only(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run Inductor's `compile_fx`, for inference only when autograd cannot serve an input's device.
+
+    torch's autograd engine cannot run (nor trace) a backward on some emulated device types (cuda on
+    a CPU-only torch, see docs/emulation.md). Tracing the joint graph would fail, so the graph is
+    compiled for inference, with a warning: its outputs do not require grad.
+    """
+    import torch
+
+    from ..emulation.runtime import backward_unsupported
+
+    reason = None
+    if torch.is_grad_enabled():
+        reason = next((r for t in example_inputs if isinstance(t, torch.Tensor) and t.requires_grad
+                       for r in [backward_unsupported(t.device.type)] if r), None)
+    if reason is None:
+        return compile_fx(model, example_inputs, *args, **kwargs)
+    warnings.warn(f"torchplug: torch.compile builds this graph for inference only (its outputs do not require "
+                  f"grad): {reason}", TorchplugWarning, stacklevel=2)
+    with torch.no_grad():
+        return compile_fx(model, example_inputs, *args, **kwargs)

@@ -1,0 +1,143 @@
+"""Every patch torchplug makes to torch's internals, in one place, checked against the torch version.
+
+Inductor hard-codes which device types are GPUs and which get its C++ (host) codegen. A device
+served by the host target keeps its own type (tensors stay on 'xpu', 'mps', 'npu', ...) but
+Inductor must treat it as host memory: not a GPU, C++ kernels, CPU fusion rules. The patches
+below do exactly that and nothing else; they are applied once, the first time a host target is
+installed, after checking the installed torch is one they were verified against.
+"""
+
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from ..entrypoints.versions import version_in_range
+
+# Verified against torch 2.13 (CPU wheel, development and CI) and 2.11 (GPU machines).
+TORCH_RANGE = ">=2.11,<2.14"
+
+_TRITON_TYPES = ("cuda", "xpu", "mtia")  # the device types torch would generate Triton for
+_host_types: set[str] = set()
+_applied = False
+
+
+class TorchInternalsChanged(RuntimeError):
+    """torch's internals are not what torchplug's host compile target was written against."""
+
+
+def host_device_types() -> frozenset[str]:
+    return frozenset(_host_types)
+
+
+def unsupported_reason() -> str | None:
+    """None when the installed torch is one the patches were verified against, else why not."""
+    if not version_in_range(torch.__version__, TORCH_RANGE):
+        return (f"torch {torch.__version__} is outside the range torchplug's compile patches were "
+                f"verified against ({TORCH_RANGE}); install a torch in that range")
+    return None
+
+
+def add_host_device(device_type: str) -> None:
+    """Make Inductor treat `device_type` as host memory (C++ kernels, not a GPU). Idempotent."""
+    _apply_once()
+    from torch._inductor import utils
+
+    _host_types.add(device_type)
+    # In place: several Inductor modules hold this very list under their own name.
+    while device_type in utils.GPU_TYPES:
+        utils.GPU_TYPES.remove(device_type)
+    utils.get_gpu_type.cache_clear()
+
+
+def patch_dynamo_streams(utils: ModuleType) -> None:
+    """Dynamo asks torch.accelerator for a device's current stream, but several emulated device
+    types share a process while torch has one accelerator: ask the device's own module instead."""
+    from ..emulation.hooks import device_module
+
+    _require(utils, "get_current_stream")
+    original = utils.get_current_stream
+
+    def get_current_stream(device: torch.device) -> torch.Stream:
+        module = device_module(device.type)
+        return original(device) if module is None else module.current_stream(device)
+
+    utils.get_current_stream = get_current_stream
+
+
+def _apply_once() -> None:
+    global _applied
+    if _applied:
+        return
+    reason = unsupported_reason()
+    if reason is not None:
+        raise TorchInternalsChanged(reason)
+    from torch._inductor import config, scheduler, utils
+
+    _require(utils, "GPU_TYPES", "get_gpu_type", "get_current_backend")
+    _require(scheduler.BaseSchedulerNode, "is_cpu")
+    _require(scheduler.Scheduler, "create_backend")
+    original_is_cpu = scheduler.BaseSchedulerNode.is_cpu
+    original_create_backend = scheduler.Scheduler.create_backend
+    original_backend = utils.get_current_backend
+
+    def is_cpu(self: Any) -> bool:
+        # Gates the CPU fusion and loop-order rules that C++ codegen relies on.
+        if original_is_cpu(self):
+            return True
+        device = self.get_device()
+        return device is not None and device.type in _host_types
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if device_type is None:
+            from torch._inductor.virtualized import V
+
+            device_type = V.graph.get_current_device_or_throw().type
+        if device_type in _host_types:
+            return config.cpu_backend  # torch answers "triton" for cuda and any new device name
+        return original_backend(device_type)
+
+    from torch.utils import _triton
+
+    original_has_triton = _triton.has_triton
+
+    def has_triton() -> bool:
+        # torch asks whether any cuda/xpu device is available; a host-memory one cannot run Triton.
+        if _host_types and not any(t not in _host_types and getattr(torch, t).is_available() for t in _TRITON_TYPES):
+            return False
+        return original_has_triton()
+
+    has_triton.cache_clear = original_has_triton.cache_clear  # type: ignore[attr-defined]
+    def create_backend(self: Any, device: torch.device) -> Any:
+        # torch checks for Triton (and a CUDA capability >= 7) whatever scheduling is registered.
+        if device.type not in _host_types:
+            return original_create_backend(self, device)
+        from torch._inductor.codegen.common import get_scheduling_for_device
+        from torch._inductor.virtualized import V
+
+        V.graph.add_device_info(device)
+        return get_scheduling_for_device(device.type)(self)
+
+    scheduler.BaseSchedulerNode.is_cpu = is_cpu
+    scheduler.Scheduler.create_backend = create_backend
+    _replace_everywhere("torch._inductor", "get_current_backend", original_backend, get_current_backend)
+    _replace_everywhere("torch.", "has_triton", original_has_triton, has_triton)
+    _applied = True
+
+
+def _require(owner: Any, *names: str) -> None:
+    missing = [name for name in names if not hasattr(owner, name)]
+    if missing:
+        raise TorchInternalsChanged(
+            f"torch {torch.__version__}: {getattr(owner, '__name__', owner)} has no {', '.join(missing)}; "
+            "torchplug's host compile target needs updating for this torch"
+        )
+
+
+def _replace_everywhere(prefix: str, name: str, original: Callable[..., Any], replacement: Callable[..., Any]) -> None:
+    """Swap a function in the module defining it and in every torch module that imported it by name."""
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith(prefix) and getattr(module, name, None) is original:
+            setattr(module, name, replacement)

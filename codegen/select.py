@@ -1,0 +1,33 @@
+"""Which codegen target serves a backend, from the mode it runs in."""
+
+import threading
+
+from .target import CodegenTarget
+
+_lock = threading.Lock()
+_targets: dict[str, CodegenTarget | None] = {}  # by backend name: one target per process
+
+
+def target_for(backend) -> CodegenTarget | None:
+    """The target torch.compile uses for `backend` (a torchplug Backend), or None when it has none.
+
+    Native devices keep torch's own target; every emulated device type shares the host target.
+    """
+    name = backend.spec.name
+    with _lock:
+        if name not in _targets:
+            _targets[name] = _choose(backend)
+        return _targets[name]
+
+
+def _choose(backend) -> CodegenTarget | None:
+    mode, device_type = backend.status().mode, backend.spec.device_type
+    if mode == "emulated":
+        from .host import HostCppTarget
+
+        return HostCppTarget(device_type)
+    if mode == "native":
+        from .native import NativeTarget
+
+        return NativeTarget(device_type)
+    return None

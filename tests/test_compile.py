@@ -1,0 +1,93 @@
+"""torch.compile on emulated devices (the host target) and beside them (CPU compiles keep working).
+
+Each test runs in a fresh interpreter: emulation is set up inside ``import torch``. Compiles are
+slow on small machines, so each process compiles a handful of graphs at most.
+"""
+
+import os
+
+from conftest import REPO, make_plugin
+from emulation_helpers import CHECKS, run_json
+
+# The issue's snippet: a compiled MLP matches eager on each device named in DEVICES.
+SNIPPET = CHECKS + """
+import warnings
+import torch
+from torchplug import TorchplugWarning
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+
+def compiled_matches_eager(dev):
+    m = model.to(dev); x = torch.randn(32, 64, device=dev)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TorchplugWarning)
+        y = torch.compile(m)(x)
+    torch.testing.assert_close(y.cpu(), m(x).cpu(), rtol=1e-4, atol=1e-4)
+    inference_only = any("inference only" in str(w.message) for w in caught)
+    return [str(y.device), y.requires_grad, inference_only]
+
+for dev in DEVICES:
+    check(dev, lambda: compiled_matches_eager(dev))
+print(json.dumps(RESULTS))
+"""
+
+
+def snippet(*devices: str) -> str:
+    return f"DEVICES = {list(devices)!r}\n" + SNIPPET
+
+
+def assert_all_ok(results: dict) -> None:
+    failed = {name: r for name, r in results.items() if not r["ok"]}
+    assert not failed, failed
+
+
+def test_snippet_on_emulated_xpu_mps_cuda_and_cpu():
+    results = run_json(snippet("xpu", "mps", "cuda", "cpu"), TORCHPLUG_EMULATE="xpu,mps,cuda")
+    assert_all_ok(results)
+    assert results["xpu"]["value"] == ["xpu:0", True, False]
+    assert results["mps"]["value"] == ["mps:0", True, False]
+    # A CPU-only torch cannot run (or trace) backward on emulated cuda: compiled for inference, loudly.
+    assert results["cuda"]["value"] == ["cuda:0", False, True]
+    assert results["cpu"]["value"] == ["cpu", True, False]
+
+
+def test_cpu_compiles_beside_emulated_cuda():
+    code = snippet("cpu") + """
+eager_backend = torch.compile(torch.softmax, backend="eager")(torch.randn(4, 8), -1)
+print(json.dumps(RESULTS | {"eager": {"ok": True, "value": eager_backend.shape[-1]}}))
+"""
+    results = run_json(code, TORCHPLUG_EMULATE="cuda")
+    assert_all_ok(results)
+    assert results["eager"]["value"] == 8
+
+
+def test_cpu_compiles_beside_two_emulated_gpu_types():
+    assert_all_ok(run_json(snippet("cpu"), TORCHPLUG_EMULATE="xpu,mps"))
+
+
+def test_example_npu_plugin_compiles_forward_and_backward(tmp_path):
+    # The example vendor plugin (docs/example-plugin) on torch's PrivateUse1 key, second device.
+    make_plugin(tmp_path, "npu", "", target="torchplug_example:backend")
+    code = CHECKS + """
+import torch
+def train_step():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    reference = [p.detach().clone() for p in model.parameters()]
+    x = torch.randn(8, 16)
+    model.to("npu:1")
+    torch.compile(model)(x.to("npu:1")).sum().backward()
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    for p, r in zip(cpu_model.parameters(), reference):
+        p.data.copy_(r)
+    cpu_model(x).sum().backward()
+    for p, q in zip(model.parameters(), cpu_model.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+    return str(model[0].weight.grad.device)
+check("train", train_step)
+print(json.dumps(RESULTS))
+"""
+    path = os.pathsep.join([str(tmp_path), str(REPO / "docs" / "example-plugin")])
+    results = run_json(code, path=path, TORCHPLUG_EMULATE="npu", TORCHPLUG_EMULATE_DEVICES="2")
+    assert_all_ok(results)
+    assert results["train"]["value"] == "npu:1"

@@ -1,0 +1,69 @@
+"""What a user reads when a setting is wrong: the message names the setting, the real cause and a fix that works."""
+
+import re
+import sys
+
+from conftest import REPO, cli_json, run_cli, run_process, run_python, clean_env
+
+USER_FACING = [*REPO.glob("*.md"), *REPO.glob("docs/**/*.md"),
+               *(p for p in REPO.rglob("*.py") if not p.is_relative_to(REPO / "tests") and ".venv" not in p.parts)]
+
+
+def test_a_misspelt_emulate_name_warns_and_doctor_points_at_the_typo():
+    result = run_cli("doctor", "xpu", TORCHPLUG_EMULATE="xpuu")
+    assert "TORCHPLUG_EMULATE names 'xpuu'" in result.stderr and "did you mean 'xpu'?" in result.stderr
+    assert result.returncode == 1
+    assert "TORCHPLUG_EMULATE=xpuu names no installed plugin (did you mean 'xpu'?): set TORCHPLUG_EMULATE=xpu" \
+        in result.stdout, result.stdout
+
+
+def test_an_unreadable_emulate_memory_fix_names_the_variable_with_a_valid_example():
+    listing = cli_json("list", TORCHPLUG_EMULATE="xpu", TORCHPLUG_EMULATE_MEMORY="1GBB")
+    xpu = next(p for p in listing["plugins"] if p["name"] == "xpu")
+    assert xpu["status"] == "failed" and "'1GBB'" in xpu["reason"]
+    assert "TORCHPLUG_EMULATE_MEMORY=1GiB" in xpu["fix"] and "reinstall" not in xpu["fix"], xpu["fix"]
+
+
+def test_strict_mode_names_the_plugins_that_failed():
+    result = run_python("import torch", check=False, TORCHPLUG_STRICT="1", TORCHPLUG_EMULATE="xpu",
+                        TORCHPLUG_EMULATE_DEVICES="0")
+    assert result.returncode != 0
+    assert "TORCHPLUG_STRICT=1 and these torchplug plugins failed to load: xpu (torchplug-xpu)\n" in result.stderr
+
+
+def test_install_hints_name_repository_folders_and_only_for_real_plugins():
+    typo = run_cli("doctor", "xpuu")
+    assert "did you mean 'xpu'?" in typo.stdout and "pip install" not in typo.stdout, typo.stdout
+    from torchplug.entrypoints.loader import install_hint
+
+    assert "pip install ./ ./devices/xpu" in install_hint("xpu")
+    # No torchplug distribution is published: a hint to install one by name could fetch anyone's package.
+    offenders = [str(p) for p in USER_FACING if re.search(r"pip install torchplug-", p.read_text())]
+    assert not offenders
+
+
+def test_doctor_with_nothing_checked_says_so_and_fails():
+    result = run_cli("doctor", TORCHPLUG_DEVICES="xpuu")
+    assert result.returncode == 1 and "nothing was checked" in result.stdout, result.stdout
+    assert "all requested devices work" not in result.stdout
+
+
+def test_warnings_point_at_the_users_line_not_torchplugs(tmp_path):
+    script = tmp_path / "user_script.py"
+    script.write_text('import torch\nx = torch.ones(1, device="xpu")\n')
+    result = run_process([sys.executable, "-W", "always", script], cwd=tmp_path,
+                         env=clean_env(TORCHPLUG_DEVICES="xpu,xpuu", TORCHPLUG_EMULATE="xpu"))
+    assert f"{script}:1: TorchplugWarning: TORCHPLUG_DEVICES names 'xpuu'" in result.stderr, result.stderr
+    assert f"{script}:2: EmulationNotice:" in result.stderr, result.stderr
+    assert "torchplug" not in "".join(line for line in result.stderr.splitlines(True) if line.startswith("  "))
+
+
+def test_no_internal_project_wording_reaches_users():
+    internal = re.compile(r"the issue's snippet|target of issue|arrives with its own issue")
+    assert not [str(p) for p in USER_FACING if internal.search(p.read_text())]
+
+
+def test_the_readme_dispatcher_snippet_says_it_needs_an_emulated_xpu():
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## The dispatcher"):readme.index("```python", readme.index("## The dispatcher"))]
+    assert "TORCHPLUG_EMULATE=xpu" in section
