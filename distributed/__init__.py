@@ -8,6 +8,7 @@ See docs/distributed.md.
 
 import threading
 
+import torch
 import torch.distributed as dist
 
 from .backend import NAME
@@ -39,11 +40,18 @@ def serve(device_type: str, dispatch_key: str) -> None:
         groups.install(lambda: _served)
 
 
-def collective_backend(device_type: str) -> str:
-    """The torch.distributed backend that serves `device_type` in this process, for `torchplug list`."""
+def collective_backend(device_type: str, mode: str) -> str:
+    """The torch.distributed backend serving `device_type` here, for `torchplug list`."""
+    if mode == "unavailable":
+        return "-"
     if device_type in _served:
         return f"{NAME} (gloo on host memory)"
-    return dist.Backend.default_device_backend_map.get(device_type, "-") if dist.is_available() else "-"
+    if not dist.is_available():
+        return "- (torch built without distributed)"
+    name = dist.Backend.default_device_backend_map.get(device_type, "-")
+    if device_type in ("cuda", "xpu") and not _has_native_backend(device_type):
+        return f"- (torch built without {name.upper()})"
+    return "nccl (RCCL)" if name == "nccl" and torch.version.hip else name
 
 
 def _has_native_backend(device_type: str) -> bool:

@@ -24,6 +24,7 @@ class Row:
     status: str  # the load status: loaded | failed | incompatible | skipped | pending
     reason: str
     codegen: str  # the torch.compile target, e.g. "inductor: host-cpp (emulated)"
+    collectives: str  # the torch.distributed backend for the device, e.g. "nccl"
     fix: str
     traceback: str
     load_ms: float
@@ -32,17 +33,19 @@ class Row:
 def plugin_rows() -> list[Row]:
     import torch  # noqa: F401  -- importing torch runs the autoload being reported on
 
+    from ..distributed import collective_backend
     from .loader import records
 
     rows = []
     for record in records():
-        mode, reason, codegen = "-", record.reason, "-"
+        mode, reason, codegen, collectives = "-", record.reason, "-", "-"
         if record.backend is not None:
             status = record.backend.status()
             mode, reason = status.mode, status.reason
             codegen = codegen_status(record.backend)
+            collectives = collective_backend(record.backend.spec.device_type, mode)
         rows.append(Row(record.name, record.distribution, record.version, mode, record.status,
-                        reason, codegen, record.fix, record.traceback, round(record.load_ms, 3)))
+                        reason, codegen, collectives, record.fix, record.traceback, round(record.load_ms, 3)))
     return rows
 
 
@@ -75,8 +78,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no torchplug plugins installed (from a torchplug checkout: pip install ./ ./devices/<name>)")
         return 0
-    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "CODEGEN", "REASON"),
-                 [(r.name, r.distribution, r.version, r.mode, r.status, r.codegen, r.reason) for r in rows]))
+    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "CODEGEN", "COLLECTIVES", "REASON"),
+                 [(r.name, r.distribution, r.version, r.mode, r.status, r.codegen, r.collectives, r.reason)
+                  for r in rows]))
     for row in rows:
         if row.fix and row.status != "loaded":
             print(f"\n{row.name}: fix: {row.fix}")

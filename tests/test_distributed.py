@@ -3,7 +3,9 @@
 import pytest
 import torch
 
+from conftest import cli_json
 from distributed_helpers import EXAMPLES, ok, run_ranks, run_torchrun, succeeded
+from emulation_helpers import run_json
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -102,3 +104,22 @@ def test_destroy_process_group_frees_the_threads_memory_and_state_it_held():
     assert during["threads"] > before["threads"] and during["allocated"] > before["allocated"]  # it did hold some
     assert after == {"threads": before["threads"], "allocated": before["allocated"], "groups": 0}
     assert result["initialized"] is False
+
+
+def test_torchplug_list_shows_each_devices_collective_backend():
+    listed = {p["name"]: p["collectives"] for p in cli_json("list", TORCHPLUG_EMULATE="xpu")["plugins"]}
+    assert listed["xpu"] == "torchplug (gloo on host memory)"
+    assert listed["cpu"] == "gloo"
+    assert listed["cuda"] == "-"  # unavailable here: a CPU build of torch, not emulated
+
+
+def test_without_emulation_torch_distributed_is_left_exactly_as_torch_made_it():
+    state = run_json("""
+        import json, torch, torch.distributed as dist
+        from torch.distributed import distributed_c10d as c10d
+        print(json.dumps({"map": dist.Backend.default_device_backend_map, "plugins": list(dist.Backend._plugins),
+                          "wrapped": hasattr(c10d._new_process_group_helper, "__torchplug__"),
+                          "ops": torch._C._dispatch_has_kernel_for_dispatch_key("c10d::allreduce_", "XPU")}))
+    """)
+    assert state == {"map": {"cpu": "gloo", "cuda": "nccl", "xpu": "xccl", "mps": "gloo"}, "plugins": [],
+                     "wrapped": False, "ops": False}
