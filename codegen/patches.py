@@ -43,18 +43,25 @@ def unsupported_reason() -> str | None:
 def add_host_device(device_type: str) -> None:
     """Make Inductor treat `device_type` as host memory (C++ kernels, not a GPU). Idempotent."""
     _apply_once()
-    from torch._inductor import utils
+    from torch._inductor import config, utils
 
     _host_types.add(device_type)
     # In place: several Inductor modules hold this very list under their own name.
     while device_type in utils.GPU_TYPES:
         utils.GPU_TYPES.remove(device_type)
     utils.get_gpu_type.cache_clear()
+    # Inductor reads config.cuda_backend / xpu_backend directly (is_triton, the online-softmax
+    # pattern). An emulated type has no native device of that type in the process, so the
+    # setting only ever concerns the emulated one.
+    if hasattr(config, f"{device_type}_backend"):
+        setattr(config, f"{device_type}_backend", "cpp")
 
 
-def patch_dynamo_streams(utils: ModuleType) -> None:
+def patch_dynamo_streams(dynamo: ModuleType) -> None:
     """Dynamo asks torch.accelerator for a device's current stream, but several emulated device
     types share a process while torch has one accelerator: ask the device's own module instead."""
+    from torch._dynamo import utils
+
     from ..emulation.hooks import device_module
 
     _require(utils, "get_current_stream")
@@ -64,7 +71,9 @@ def patch_dynamo_streams(utils: ModuleType) -> None:
         module = device_module(device.type)
         return original(device) if module is None else module.current_stream(device)
 
-    utils.get_current_stream = get_current_stream
+    # Compiled code calls this on entry, from guards too: Dynamo must not evaluate its own frames.
+    replacement = dynamo.disable(get_current_stream, reason="torchplug's stream lookup for emulated devices")
+    _replace_everywhere("torch._dynamo", "get_current_stream", original, replacement)
 
 
 def _apply_once() -> None:

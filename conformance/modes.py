@@ -55,6 +55,11 @@ def _to(x: Any, device: torch.device, grad: bool = False) -> Any:
     return tree_map(leaf, x)
 
 
+def _retarget(kwargs: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Factory samples name the CPU as their device: the device run names the device under test."""
+    return {**kwargs, "device": device} if "device" in kwargs else kwargs
+
+
 def _host(x: Any) -> Any:
     return tree_map(lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t, x)
 
@@ -100,9 +105,7 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(err).__name__
 
 
-def _check_devices(result: Any, target: Target, sample_kwargs: dict[str, Any]) -> str:
-    if "device" in sample_kwargs:
-        return ""  # the sample chooses where the result goes
+def _check_devices(result: Any, target: Target) -> str:
     for i, t in enumerate(outputs(result)):
         if isinstance(t, torch.Tensor) and t.device.type != target.device.type:
             return f"output {i} is on {t.device}, expected {target.device.type}"
@@ -122,9 +125,9 @@ def _run_forward(entry: OpEntry, sample: Any, target: Target, prepare: Callable[
     call = entry.op
     args, kwargs = _args(sample)
     expected = _cpu(target, lambda: call(*_detach(args), **_detach(kwargs)))
-    dev_args, dev_kwargs = prepare(args), prepare(kwargs)
+    dev_args, dev_kwargs = prepare(args), _retarget(prepare(kwargs), target.device)
     actual = _device(lambda: (device_op or call)(*dev_args, **dev_kwargs))
-    if misplaced := _check_devices(actual, target, kwargs):
+    if misplaced := _check_devices(actual, target):
         return Verdict(False, misplaced)
 
     def float64() -> Any:
@@ -167,9 +170,9 @@ def _gradients(entry: OpEntry, sample: Any, args: list[Any], kwargs: dict[str, A
 def autograd(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     args, kwargs = _args(sample)
     expected = _cpu(target, lambda: _gradients(entry, sample, _detach(args, True), _detach(kwargs, True)))
-    dev_args, dev_kwargs = _to(args, target.device, True), _to(kwargs, target.device, True)
+    dev_args, dev_kwargs = _to(args, target.device, True), _retarget(_to(kwargs, target.device, True), target.device)
     actual = _device(lambda: _gradients(entry, sample, dev_args, dev_kwargs))
-    if misplaced := _check_devices(actual, target, kwargs):
+    if misplaced := _check_devices(actual, target):
         return Verdict(False, "gradient " + misplaced)
     return compare(outputs(_host(actual)), outputs(expected))
 
@@ -188,7 +191,7 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         return made[0] if isinstance(expected, torch.Tensor) else tuple(made)
 
     _cpu(target, lambda: entry.op(*_detach(args), **_detach(kwargs), out=buffers(torch.device("cpu"))))
-    dev_args, dev_kwargs = _to(args, target.device), _to(kwargs, target.device)
+    dev_args, dev_kwargs = _to(args, target.device), _retarget(_to(kwargs, target.device), target.device)
     out_buffers = buffers(target.device)
     returned = _device(lambda: entry.op(*dev_args, **dev_kwargs, out=out_buffers))
     written = outputs(out_buffers)
@@ -196,12 +199,15 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         return Verdict(False, "the op did not return the out= tensors it was given")
     verdict = compare(outputs(_host(written)), leaves)
     if verdict.ok and target.device.type != "cpu" and _has_tensor(args) and "device" not in kwargs:
+        wrong = buffers(torch.device("cpu"))
         try:
-            entry.op(*dev_args, **dev_kwargs, out=buffers(torch.device("cpu")))
+            entry.op(*dev_args, **dev_kwargs, out=wrong)
         except Exception:
             pass  # refused, as it must be
         else:
-            return Verdict(False, f"accepted an out= tensor on the cpu for inputs on {target.device}")
+            inputs = ", ".join(str(tuple(t.shape)) for t in outputs(dev_args) if isinstance(t, torch.Tensor))
+            shapes = ", ".join(str(tuple(t.shape)) for t in outputs(wrong))
+            return Verdict(False, f"accepted an out= tensor on the cpu [{shapes}] for inputs on {target.device} [{inputs}]")
     return verdict
 
 

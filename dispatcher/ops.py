@@ -179,12 +179,16 @@ def _check_gated(x: Tensor) -> None:
            f"the last dimension of x {list(x.shape)} must be even: it holds [gate, up] halves")
 
 
+def _silu_and_mul_ref(x: Tensor) -> Tensor:
+    a, b = _wide(x).chunk(2, dim=-1)
+    return (F.silu(a) * b).to(x.dtype)
+
+
 @torch.library.custom_op(f"{_LIB}::silu_and_mul", mutates_args=())
 def silu_and_mul(x: Tensor) -> Tensor:
     """SwiGLU: with x = [a, b] split in halves on the last dim, silu(a) * b."""
     _check_gated(x)
-    a, b = _wide(x).chunk(2, dim=-1)
-    return (F.silu(a) * b).to(x.dtype)
+    return _silu_and_mul_ref(x)
 
 
 @silu_and_mul.register_fake
@@ -267,8 +271,8 @@ def _angle_grads(x: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
 
 def _rotary_backward(ctx, grad_q: Tensor, grad_k: Tensor):
     q, k, cos, sin = ctx.saved_tensors
-    # A rotation's transpose is the rotation by the opposite angle.
-    dq, dk = _rotate(grad_q, cos, -sin), _rotate(grad_k, cos, -sin)
+    # A rotation's transpose is the rotation by the opposite angle: the op itself (a backend's kernel) does it.
+    dq, dk = torch.ops.torchplug.rotary_embedding(grad_q, grad_k, cos, -sin)
     dcos_q, dsin_q = _angle_grads(q, grad_q)
     dcos_k, dsin_k = _angle_grads(k, grad_k)
     return dq, dk, (dcos_q + dcos_k).to(cos.dtype), (dsin_q + dsin_k).to(sin.dtype)

@@ -8,9 +8,11 @@ See docs/distributed.md.
 
 import threading
 
+import torch
 import torch.distributed as dist
 
-from .backend import NAME, MixedDevicesError
+from .backend import NAME
+from .peers import MixedDevicesError
 
 __all__ = ["NAME", "MixedDevicesError", "collective_backend", "emulated_types", "serve"]
 
@@ -27,7 +29,7 @@ def serve(device_type: str, dispatch_key: str) -> None:
     """Make torch.distributed's usual backend names work on the emulated `device_type`."""
     if not dist.is_available() or _has_native_backend(device_type):
         return
-    from . import backend, names
+    from . import backend, groups
 
     with _lock:
         _served[device_type] = dispatch_key
@@ -35,14 +37,21 @@ def serve(device_type: str, dispatch_key: str) -> None:
         # register_backend leaves devices that already have a default alone; this one's default
         # (nccl/xccl) does not exist in this torch build, so ours takes its place.
         dist.Backend.default_device_backend_map[device_type] = NAME
-        names.wrap_helper(lambda: _served)
+        groups.install(lambda: _served)
 
 
-def collective_backend(device_type: str) -> str:
-    """The torch.distributed backend that serves `device_type` in this process, for `torchplug list`."""
+def collective_backend(device_type: str, mode: str) -> str:
+    """The torch.distributed backend serving `device_type` here, for `torchplug list`."""
+    if mode == "unavailable":
+        return "-"
     if device_type in _served:
         return f"{NAME} (gloo on host memory)"
-    return dist.Backend.default_device_backend_map.get(device_type, "-") if dist.is_available() else "-"
+    if not dist.is_available():
+        return "- (torch built without distributed)"
+    name = dist.Backend.default_device_backend_map.get(device_type, "-")
+    if device_type in ("cuda", "xpu") and not _has_native_backend(device_type):
+        return f"- (torch built without {name.upper()})"
+    return "nccl (RCCL)" if name == "nccl" and torch.version.hip else name
 
 
 def _has_native_backend(device_type: str) -> bool:

@@ -20,11 +20,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
-from . import uneven_allgather
+from . import build, peers, uneven_allgather
 from .host_alias import host_alias
 
+_WORK = "__torch__.torch.classes.c10d.Work"
+_GROUP = "__torch__.torch.classes.c10d.ProcessGroup"
 _lock = threading.Lock()
 _libraries: dict[str, torch.library.Library] = {}  # dispatch key -> its registrations (kept alive)
 
@@ -65,31 +66,13 @@ def _kernel(op: torch._ops.OpOverload, device_type: str):
 
     def run_on_host(*args: Any, **kwargs: Any) -> Any:
         _check_single_device(op_name, device_type, args, kwargs)
-        to_device: dict[int, torch.Tensor] = {}  # id(host alias) -> the caller's tensor
-
-        def alias(value: Any) -> Any:
-            if isinstance(value, torch.Tensor):
-                host = host_alias(value)
-                to_device[id(host)] = value
-                return host
-            if isinstance(value, (list, tuple)):
-                return type(value)(alias(v) for v in value)
-            return value
-
-        host_args = alias(args)
-        host_kwargs = {k: alias(v) for k, v in kwargs.items()}
-        result = run(*host_args, **host_kwargs)
-
-        def back(value: Any) -> Any:
-            if isinstance(value, torch.Tensor):
-                return to_device.get(id(value), value)
-            if isinstance(value, (list, tuple)):
-                return type(value)(back(v) for v in value)
-            return value
+        group = _group(args)
+        _check_group_serves(op_name, device_type, group)
+        aliases = _Aliases()
+        result = run(*aliases.to_host(args), **aliases.to_host(kwargs))
 
         def finish(value: Any) -> Any:
-            # The aliases stay referenced (by host_args, in the Work's closure) until the Work completes.
-            return _device_work(value, back, (host_args, host_kwargs)) if _is_work(value) else back(value)
+            return _device_work(value, aliases, op_name, group) if _is_work(value) else aliases.to_device(value)
 
         return tuple(finish(v) for v in result) if isinstance(result, tuple) else finish(result)
 
@@ -97,23 +80,65 @@ def _kernel(op: torch._ops.OpOverload, device_type: str):
     return run_on_host
 
 
+class _Aliases:
+    """The host aliases of one call's device tensors. Holding it keeps them (and their memory) alive."""
+
+    def __init__(self) -> None:
+        self._device: dict[int, torch.Tensor] = {}  # id(host alias) -> the caller's tensor
+        self._hosts: list[torch.Tensor] = []
+
+    def to_host(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            host = host_alias(value)
+            self._device[id(host)] = value
+            self._hosts.append(host)
+            return host
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.to_host(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.to_host(v) for k, v in value.items()}
+        return value
+
+    def to_device(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return self._device.get(id(value), value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.to_device(v) for v in value)
+        return value
+
+
 def _is_work(value: Any) -> bool:
-    return isinstance(value, torch.ScriptObject) and value._type().qualified_name() == "__torch__.torch.classes.c10d.Work"
+    return isinstance(value, torch.ScriptObject) and value._type().qualified_name() == _WORK
 
 
-def _device_work(boxed: torch.ScriptObject, back, keep_alive: Any) -> torch.ScriptObject:
-    """A Work that completes when gloo's does, with the caller's device tensors as its result."""
-    work = dist.Work.unbox(boxed)
+def _group(args: tuple) -> dist.ProcessGroup:
+    """The process group argument every c10d op takes."""
+    return dist.ProcessGroup.unbox(
+        next(a for a in args if isinstance(a, torch.ScriptObject) and a._type().qualified_name() == _GROUP)
+    )
+
+
+def _device_work(boxed: torch.ScriptObject, aliases: _Aliases, op_name: str,
+                 group: dist.ProcessGroup) -> torch.ScriptObject:
+    """A Work that completes when gloo's does, with the caller's device tensors as its result.
+
+    A failure is raised (by wait(), and by the future's value()) naming the rank that caused it.
+    """
     try:
-        future = work.get_future()
-    except RuntimeError:  # send/recv works have no future: their wait() is all there is
+        future = dist.Work.unbox(boxed).get_future()
+    except RuntimeError:  # send/recv works have no future: gloo's own wait() is all there is
         return boxed
 
     def on_device(done: torch.futures.Future) -> Any:
-        _ = keep_alive  # the host aliases gloo is using: alive until it has finished with them
-        return back(done.value())
+        # Runs once gloo has finished with the host aliases; `aliases` kept them alive until now.
+        try:
+            value = done.value()
+        except Exception as err:
+            raise dist.DistBackendError(peers.explain(op_name, group_name, rank, err)) from None
+        return aliases.to_device(value)
 
-    return _create_work_from_future(future.then(on_device)).boxed()
+    group_name, rank = group.group_name, group.rank()
+    return build.load().device_work(boxed, future.then(on_device), op_name, group_name, rank)
 
 
 def _check_single_device(op_name: str, device_type: str, args: Any, kwargs: Any) -> None:
@@ -136,3 +161,18 @@ def _check_single_device(op_name: str, device_type: str, args: Any, kwargs: Any)
             f"{op_name} on the emulated '{device_type}' device got tensors on {names}: a collective takes "
             f"tensors on one {device_type} device only (as NCCL/XCCL do). Move them with .to('{device_type}') first."
         )
+
+
+def _check_group_serves(op_name: str, device_type: str, group: dist.ProcessGroup) -> None:
+    """Refuse, before data moves, a group that has no backend for `device_type` (as torch does natively).
+
+    The CPU kernel this op is routed through would otherwise run it on the group's CPU backend.
+    """
+    try:
+        group._get_backend(torch.device(device_type))
+    except RuntimeError:
+        raise ValueError(
+            f"{op_name} got {device_type} tensors, but process group {group.group_name!r} has no backend for "
+            f"'{device_type}'. Create the group for this device: init_process_group() with no backend, or the "
+            f"device's usual one (nccl for cuda, xccl for xpu), or e.g. 'cpu:gloo,{device_type}:torchplug'."
+        ) from None

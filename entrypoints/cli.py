@@ -24,6 +24,7 @@ class Row:
     status: str  # the load status: loaded | failed | incompatible | skipped | pending
     reason: str
     codegen: str  # the torch.compile target, e.g. "inductor: host-cpp (emulated)"
+    collectives: str  # the torch.distributed backend for the device, e.g. "nccl"
     fix: str
     traceback: str
     load_ms: float
@@ -32,17 +33,19 @@ class Row:
 def plugin_rows() -> list[Row]:
     import torch  # noqa: F401  -- importing torch runs the autoload being reported on
 
+    from ..distributed import collective_backend
     from .loader import records
 
     rows = []
     for record in records():
-        mode, reason, codegen = "-", record.reason, "-"
+        mode, reason, codegen, collectives = "-", record.reason, "-", "-"
         if record.backend is not None:
             status = record.backend.status()
             mode, reason = status.mode, status.reason
             codegen = codegen_status(record.backend)
+            collectives = collective_backend(record.backend.spec.device_type, mode)
         rows.append(Row(record.name, record.distribution, record.version, mode, record.status,
-                        reason, codegen, record.fix, record.traceback, round(record.load_ms, 3)))
+                        reason, codegen, collectives, record.fix, record.traceback, round(record.load_ms, 3)))
     return rows
 
 
@@ -75,8 +78,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no torchplug plugins installed (from a torchplug checkout: pip install ./ ./devices/<name>)")
         return 0
-    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "CODEGEN", "REASON"),
-                 [(r.name, r.distribution, r.version, r.mode, r.status, r.codegen, r.reason) for r in rows]))
+    print(format_table(("NAME", "DISTRIBUTION", "VERSION", "MODE", "STATUS", "CODEGEN", "COLLECTIVES", "REASON"),
+                 [(r.name, r.distribution, r.version, r.mode, r.status, r.codegen, r.collectives, r.reason)
+                  for r in rows]))
     for row in rows:
         if row.fix and row.status != "loaded":
             print(f"\n{row.name}: fix: {row.fix}")
@@ -168,9 +172,22 @@ def _emulation_hint(name: str, installed: Sequence[str]) -> str:
 def cmd_coverage(args: argparse.Namespace) -> int:
     """For every ATen and torchplug op, the route that serves it on a backend."""
     from ..dispatcher import coverage
+    from ..dispatcher.routes import ROUTES
 
+    if unknown := sorted(set(args.route) - set(ROUTES)):
+        print(f"torchplug coverage: error: unknown route {', '.join(unknown)}; choose from {', '.join(ROUTES)}",
+              file=sys.stderr)
+        return 2
     report = coverage(args.backend)
-    print(report.to_json() if args.json else report.summary())
+    if args.json:
+        print(report.to_json())
+    elif args.compare:
+        print(report.compare(coverage(args.compare), args.route, args.match, args.differing))
+    elif args.ops or args.route or args.match:
+        print(report.listing(args.route, args.match))
+    else:
+        print(report.summary())
+        print(f"\nper op: torchplug coverage {args.backend} --ops [--route ROUTE] [--match PATTERN]")
     return 0
 
 
@@ -188,6 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cover = commands.add_parser("coverage", help="op -> route (kernel/native/composite/fallback/missing)")
     cover.add_argument("backend", help="a loaded backend, e.g. cpu or xpu")
     cover.add_argument("--json", action="store_true", help="every op with its route, as JSON")
+    cover.add_argument("--ops", action="store_true", help="one line per op with its route, not just counts")
+    cover.add_argument("--route", action="append", default=[],
+                       help="only ops served by this route: kernel, native, composite, fallback or missing "
+                            "(repeatable); implies --ops")
+    cover.add_argument("--match", metavar="PATTERN",
+                       help="only ops whose name matches: a glob (aten::*pool*) or a substring (softmax); implies --ops")
+    cover.add_argument("--compare", metavar="OTHER", help="each op's route on BACKEND and on OTHER side by side")
+    cover.add_argument("--differing", action="store_true", help="with --compare: only ops whose routes differ")
     cover.set_defaults(run=cmd_coverage)
     from ..conformance.cli import add_parser as add_check
     from .build import add_parser as add_build
@@ -203,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as err:  # an explicitly named plugin that cannot be used
         print(f"torchplug: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as other CLI tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail
+        return 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,6 @@ Importing this package does not import Triton: the plugins use it at autoload.
 """
 
 from .launch import CUDA, ROCM, XPU, LaunchConfig
-from .registration import TritonKernels
+from .registration import BackendKernels, TritonKernels
 
-__all__ = ["CUDA", "ROCM", "XPU", "LaunchConfig", "TritonKernels"]
+__all__ = ["CUDA", "ROCM", "XPU", "BackendKernels", "LaunchConfig", "TritonKernels"]

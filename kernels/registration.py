@@ -1,19 +1,22 @@
-"""Registering the shared Triton kernels for one GPU backend, under its own key and launch config.
+"""Registering a backend's eager kernels for the torchplug ops, under its own key.
 
-A device plugin holds one `TritonKernels` and calls `register_when_ops_defined(backend)` from its
-`setup()`. Nothing heavy happens inside ``import torch``: the kernels register when torchplug.ops
-is first imported, and only where they can run:
+A device plugin holds one kernel set (`TritonKernels` for cuda, rocm and xpu; the mps plugin's
+`MetalKernels`) and calls `register_when_ops_defined(backend)` from its `setup()`. Nothing heavy
+happens inside ``import torch``: the kernels register when torchplug.ops is first imported, and
+only where they can run. Where they cannot, `describe()` says why (it reaches `torchplug list`).
 
-- native device: Triton compiles them for the GPU (triton must be installed);
-- emulated device: Triton's interpreter runs them on host memory, when it is requested
-  (TRITON_INTERPRET=1) and available (emulation.triton_interpreter decides); otherwise the
-  emulated device keeps the CPU kernels emulation serves, and `describe()` says why.
+Triton kernels run
+- on a native device, compiled by Triton for the GPU (triton must be installed);
+- on an emulated device, under Triton's interpreter, when it is requested (TRITON_INTERPRET=1)
+  and available (emulation.triton_interpreter decides); otherwise the emulated device keeps the
+  CPU kernels emulation serves.
 """
 
 import dataclasses
 import importlib.util
 import threading
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 
@@ -21,38 +24,85 @@ from ..emulation import triton_interpreter
 from ..entrypoints import DeviceStatus
 from .launch import LaunchConfig
 
-OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "rms_norm_backward", "silu_and_mul",
-       "silu_and_mul_backward")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
 
 
-class TritonKernels:
-    """The Triton kernels of one backend: whether they serve, and why not."""
+class BackendKernels:
+    """One backend's kernels for the torchplug ops: whether they serve, and why not."""
 
-    def __init__(self, plugin: str, config: LaunchConfig) -> None:
-        self.plugin = plugin  # e.g. "torchplug_cuda": named in traces and in `torchplug list`
-        self.config = config
+    kind: ClassVar[str]  # "triton", "metal": names the route in traces
+
+    def __init__(self, plugin: str) -> None:
+        self.plugin = plugin  # e.g. "torchplug_cuda"
         self.serving: tuple[str, ...] = ()  # ops registered
-        self.mode = ""  # "compiled" or "interpreted" once registered
+        self.mode = ""  # how they run once registered, e.g. "compiled", "interpreted"
         self.problem = "not registered yet: they register when torchplug.ops is first imported"
         self._lock = threading.Lock()
 
     @property
     def label(self) -> str:
         """How traces name the route, e.g. "torchplug_cuda triton kernel"."""
-        return f"{self.plugin} triton kernel"
+        return f"{self.plugin} {self.kind} kernel"
+
+    def unavailable_reason(self, backend) -> str | None:
+        """None when the kernels can run on `backend`'s device here, else why not (with the fix)."""
+        raise NotImplementedError
+
+    def prepare(self, backend) -> str:
+        """Get ready to register (cheap); returns the mode shown by `describe()`."""
+        raise NotImplementedError
+
+    def bind(self) -> dict[str, Callable]:
+        """op name -> kernel taking exactly the op's arguments."""
+        raise NotImplementedError
 
     def register_when_ops_defined(self, backend) -> None:
         from ..dispatcher import when_torchplug_ops_defined
 
         when_torchplug_ops_defined(lambda: self.register(backend))
 
+    def register(self, backend) -> None:
+        """Register every op's kernel for `backend` (idempotent); where they cannot run, record why."""
+        from ..dispatcher import register
+
+        with self._lock:
+            if self.serving:
+                return
+            if backend.status().mode == "unavailable":
+                self.problem = "the device is unavailable"
+                return
+            self.problem = self.unavailable_reason(backend) or ""
+            if self.problem:
+                return
+            mode = self.prepare(backend)
+            kernels = self.bind()
+            for op, kernel in kernels.items():
+                register(f"torchplug::{op}", backend.spec.name, kernel, dtypes=DTYPES, label=self.label)
+            self.serving, self.mode = tuple(kernels), mode
+
+    def describe(self) -> str:
+        if self.serving:
+            return f"{self.kind.capitalize()} kernels ({self.mode}) serve {', '.join(self.serving)}"
+        return f"{self.kind.capitalize()} kernels not active: {self.problem}"
+
+    def annotate(self, status: DeviceStatus) -> DeviceStatus:
+        """The backend's status with what `torchplug list` should say about these kernels."""
+        if status.mode == "unavailable":
+            return status
+        return dataclasses.replace(status, reason="; ".join(filter(None, (status.reason, self.describe()))))
+
+
+class TritonKernels(BackendKernels):
+    """torchplug.kernels' Triton source, launched with one backend's `LaunchConfig`."""
+
+    kind = "triton"
+
+    def __init__(self, plugin: str, config: LaunchConfig) -> None:
+        super().__init__(plugin)
+        self.config = config
+
     def unavailable_reason(self, backend) -> str | None:
-        """None when the kernels can run on `backend`'s device here, else why not (with the fix)."""
-        mode = backend.status().mode
-        if mode == "unavailable":
-            return "the device is unavailable"
-        if mode == "emulated":
+        if backend.status().mode == "emulated":
             reason = triton_interpreter.unavailable_reason()
             if reason is not None:
                 return f"the emulated device keeps the CPU kernels: {reason}"
@@ -64,59 +114,38 @@ class TritonKernels:
             return "the triton package is not installed (pip install triton): torch's reference serves the ops"
         return None
 
-    def register(self, backend) -> None:
-        """Register every op's kernel for `backend` (idempotent); on failure record why."""
-        from ..dispatcher import register
+    def prepare(self, backend) -> str:
+        if backend.status().mode == "emulated":
+            triton_interpreter.enable()  # before the kernel modules define their @triton.jit functions
+            return "interpreted"
+        return "compiled"
 
-        with self._lock:
-            if self.serving:
-                return
-            self.problem = self.unavailable_reason(backend) or ""
-            if self.problem:
-                return
-            interpreted = backend.status().mode == "emulated"
-            if interpreted:
-                triton_interpreter.enable()  # before the kernel modules define their @triton.jit functions
-            kernels = _bind(self.config)
-            for op in OPS:
-                register(f"torchplug::{op}", backend.spec.name, kernels[op], dtypes=DTYPES, label=self.label)
-            self.serving = OPS
-            self.mode = "interpreted" if interpreted else "compiled"
+    def bind(self) -> dict[str, Callable]:
+        from . import activations, norms, norms_backward, rotary
 
-    def describe(self) -> str:
-        if self.serving:
-            return f"Triton kernels ({self.mode}) serve {', '.join(self.serving)}"
-        return f"Triton kernels not active: {self.problem}"
+        config = self.config
 
-    def annotate(self, status: DeviceStatus) -> DeviceStatus:
-        """The backend's status with what `torchplug list` should say about these kernels."""
-        if status.mode == "unavailable":
-            return status
-        return dataclasses.replace(status, reason="; ".join(filter(None, (status.reason, self.describe()))))
+        def rms_norm(x, weight, eps):
+            return norms.rms_norm(x, weight, eps, config)
 
+        def fused_add_rms_norm_(x, residual, weight, eps):
+            norms.fused_add_rms_norm_(x, residual, weight, eps, config)
 
-def _bind(config: LaunchConfig) -> dict[str, Callable]:
-    """Each op's kernel with `config` bound, taking exactly the op's arguments."""
-    from . import activations, norms, norms_backward
+        def fused_add_rms_norm(x, residual, weight, eps):
+            return norms.fused_add_rms_norm(x, residual, weight, eps, config)
 
-    def rms_norm(x, weight, eps):
-        return norms.rms_norm(x, weight, eps, config)
+        def rms_norm_backward(grad, x, weight, eps, grad_residual=None):
+            return norms_backward.rms_norm_backward(grad, x, weight, eps, grad_residual, config)
 
-    def fused_add_rms_norm_(x, residual, weight, eps):
-        norms.fused_add_rms_norm_(x, residual, weight, eps, config)
+        def silu_and_mul(x):
+            return activations.silu_and_mul(x, config)
 
-    def fused_add_rms_norm(x, residual, weight, eps):
-        return norms.fused_add_rms_norm(x, residual, weight, eps, config)
+        def silu_and_mul_backward(grad, x):
+            return activations.silu_and_mul_backward(grad, x, config)
 
-    def rms_norm_backward(grad, x, weight, eps, grad_residual=None):
-        return norms_backward.rms_norm_backward(grad, x, weight, eps, grad_residual, config)
+        def rotary_embedding(q, k, cos, sin):
+            return rotary.rotary_embedding(q, k, cos, sin, config)
 
-    def silu_and_mul(x):
-        return activations.silu_and_mul(x, config)
-
-    def silu_and_mul_backward(grad, x):
-        return activations.silu_and_mul_backward(grad, x, config)
-
-    kernels = (rms_norm, fused_add_rms_norm_, fused_add_rms_norm, rms_norm_backward, silu_and_mul,
-               silu_and_mul_backward)
-    return {fn.__name__: fn for fn in kernels}
+        kernels = (rms_norm, fused_add_rms_norm_, fused_add_rms_norm, rms_norm_backward, silu_and_mul,
+                   silu_and_mul_backward, rotary_embedding)
+        return {fn.__name__: fn for fn in kernels}

@@ -46,11 +46,12 @@ def run_ranks(worker: str | Path, *args: str, world_size: int = 2, limit: float 
     port = free_port()
     procs = []
     for rank in range(world_size):
-        environ = clean_env(
-            RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size),
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHPLUG_TEST_PG_TIMEOUT=str(pg_timeout),
-            OMP_NUM_THREADS="1", **env, **(rank_env or {}).get(rank, {}),
-        )
+        environ = clean_env(**{
+            "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+            "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "TORCHPLUG_TEST_PG_TIMEOUT": str(pg_timeout), "OMP_NUM_THREADS": "1",
+            **env, **(rank_env or {}).get(rank, {}),
+        })
         procs.append(subprocess.Popen(
             [sys.executable, str(script), *args], env=environ, cwd="/",
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from conftest import make_plugin, plugin_source, run_cli
+from conftest import make_plugin, plugin_source, run_cli, run_python
 
 pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (pip install expecttest)")
 
@@ -132,3 +132,18 @@ def test_compare_finds_a_planted_regression(tpbad_run, tmp_path):
     assert "NEW CRASHES: 0" in result.stdout
     same = run_cli("check", "--compare", str(tmp_path / "before.json"), str(tmp_path / "before.json"))
     assert same.returncode == 0 and "REGRESSIONS: 0" in same.stdout
+
+
+def test_pytest_runs_the_same_cases_as_items(tpbad_run, tmp_path):
+    root, _, report, _ = tpbad_run
+    code = (f"import sys, pytest; sys.exit(pytest.main(['-p', 'no:cacheprovider', '--torchplug-backend=tpbad', "
+            "'--torchplug-ops=^neg$', '--torchplug-modes=eager', '--torchplug-dtypes=float32,float16', "
+            f"'--torchplug-workers=1', '-rA', '-q', {str(tmp_path)!r}]))")  # an empty folder: only the cases
+    result = run_python(code, path=root, check=False, TORCHPLUG_EMULATE="tpbad")
+    expected = {f"tpbad::neg[{c['dtype']}-eager-{c['sample']}]": c["status"]
+                for c in report["cases"] if c["op"] == "neg" and c["mode"] == "eager"}
+    outcomes = {line.split("::", 1)[1]: line.split()[0] for line in result.stdout.splitlines()
+                if line.startswith(("PASSED", "FAILED")) and "::" in line}
+    assert outcomes == {name: "PASSED" if status == "pass" else "FAILED" for name, status in expected.items()}, \
+        result.stdout[-3000:]
+    assert "repro: torchplug check tpbad --op neg --dtype float16 --mode eager" in result.stdout

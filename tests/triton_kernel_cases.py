@@ -20,7 +20,7 @@ EPS = 1e-6
 RTOL = {torch.float32: 2e-6, torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
 LONG = 16384 + 37  # longer than every backend's max_row_block: the two-pass path
 OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "rms_norm_backward", "silu_and_mul",
-       "silu_and_mul_backward")
+       "silu_and_mul_backward", "rotary_embedding")
 CASES: dict[str, Callable[[str], object]] = {}
 
 
@@ -247,18 +247,91 @@ for dtype_name, dtype in DTYPES.items():
         x, residual, w = (rand(3, 64, dtype=dtype, seed=s) for s in (32, 33, 34))
         w = w[0]
         xd, rd, wd = leaf(device, x), leaf(device, residual), leaf(device, w)
-        hidden, summed = torch.ops.torchplug.fused_add_rms_norm(xd, rd, wd, EPS)
-        (ops.silu_and_mul(ops.rms_norm(hidden, wd, EPS)).sum() + summed.sum()).backward()
+        cos, sin = angles(3, 8, torch.float32, seed=35)
+
+        def loss(x, residual, w, cos, sin):
+            hidden, summed = torch.ops.torchplug.fused_add_rms_norm(x, residual, w, EPS)
+            q, k = ops.rotary_embedding(summed.view(3, 4, 16), hidden.view(3, 4, 16), cos, sin)
+            return ops.silu_and_mul(ops.rms_norm(q.reshape(3, 64), w, EPS)).sum() + k.sum()
+
+        loss(xd, rd, wd, on(device, cos), on(device, sin)).backward()
         for t in (xd, rd, wd):
             assert t.grad is not None and t.grad.isfinite().all() and t.grad.abs().sum() > 0
         cpu = [t.detach().requires_grad_() for t in (x.float(), residual.float(), w.float())]
-        hidden, summed = torch.ops.torchplug.fused_add_rms_norm(*cpu, EPS)
-        (ops.silu_and_mul(ops.rms_norm(hidden, cpu[2], EPS)).sum() + summed.sum()).backward()
+        loss(*cpu, cos, sin).backward()
         for got, want in zip((xd, rd, wd), cpu):
             torch.testing.assert_close(got.grad.cpu().float(), want.grad, rtol=4 * RTOL[dtype], atol=4 * RTOL[dtype])
 
 
+def rope_exact(x, cos, sin):
+    x1, x2 = x.double().chunk(2, dim=-1)
+    c, s = cos.double().unsqueeze(1), sin.double().unsqueeze(1)
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+def assert_rope_close(out, x, cos, sin):
+    x1, x2 = x.double().abs().chunk(2, dim=-1)
+    terms = torch.cat([x1 + x2, x1 + x2], dim=-1)  # x1 c - x2 s can cancel: fp32 error scales with the terms
+    exact = rope_exact(x, cos, sin)
+    assert out.dtype == x.dtype and out.shape == x.shape
+    err = (out.cpu().double() - exact).abs()
+    bound = RTOL[x.dtype] * exact.abs() + 2e-7 * terms + 1e-6
+    assert (err <= bound).all(), float((err - bound).max())
+
+
+def angles(tokens, half, dtype, seed):
+    angle = rand(tokens, half, dtype=torch.float32, seed=seed)
+    return angle.cos().to(dtype), angle.sin().to(dtype)
+
+
+for dtype_name, dtype in DTYPES.items():
+    for head_dim in (2, 18, 128):
+        for layout in ("contiguous", "permuted"):
+            @case(f"rotary_embedding-{dtype_name}-head_dim{head_dim}-{layout}")
+            def _(device, dtype=dtype, head_dim=head_dim, layout=layout):
+                q, k = layouts((7, 4, head_dim), dtype, seed=40)[layout], layouts((7, 2, head_dim), dtype, seed=41)[layout]
+                cos, sin = angles(7, head_dim // 2, torch.float32 if layout == "permuted" else dtype, seed=42)
+                qd, kd = on(device, q), on(device, k)
+                import torchplug.ops as ops
+                q_out, k_out = ops.rotary_embedding(qd, kd, on(device, cos), on(device, sin))
+                assert torch.equal(qd.cpu(), q) and torch.equal(kd.cpu(), k)  # functional: inputs untouched
+                assert q_out.stride() == torch.empty_like(q).stride()
+                assert_rope_close(q_out, q, cos, sin)
+                assert_rope_close(k_out, k, cos, sin)
+
+    @case(f"rotary_embedding-{dtype_name}-fused_qkv_views")
+    def _(device, dtype=dtype):
+        tokens, heads, kv_heads, head_dim = 5, 4, 2, 32
+        qkv = rand(tokens, (heads + 2 * kv_heads) * head_dim, dtype=dtype, seed=43)
+        angle = rand(tokens, head_dim // 2, dtype=torch.float32, seed=44)
+        cos_sin = torch.cat([angle.cos(), angle.sin()], dim=-1)  # one cache, as vLLM keeps it
+        qkv_d, cos_sin_d = on(device, qkv), on(device, cos_sin)
+        q = qkv_d[:, : heads * head_dim].view(tokens, heads, head_dim)
+        k = qkv_d[:, heads * head_dim: (heads + kv_heads) * head_dim].view(tokens, kv_heads, head_dim)
+        cos, sin = cos_sin_d[:, : head_dim // 2], cos_sin_d[:, head_dim // 2:]  # strided views
+        import torchplug.ops as ops
+        q_out, k_out = ops.rotary_embedding(q, k, cos, sin)
+        assert_rope_close(q_out, q.cpu(), cos.cpu(), sin.cpu())
+        assert_rope_close(k_out, k.cpu(), cos.cpu(), sin.cpu())
+
+    @case(f"rotary_embedding-{dtype_name}-backward_rotates_back")
+    def _(device, dtype=dtype):
+        """The backward formula's dq, dk: the op itself with -sin (a rotation's transpose)."""
+        g_q, g_k = rand(6, 3, 64, dtype=dtype, seed=45), rand(6, 1, 64, dtype=dtype, seed=46)
+        cos, sin = angles(6, 32, torch.float32, seed=47)
+        dq, dk = torch.ops.torchplug.rotary_embedding(on(device, g_q), on(device, g_k), on(device, cos),
+                                                      on(device, -sin))
+        assert_rope_close(dq, g_q, cos, -sin)
+        assert_rope_close(dk, g_k, cos, -sin)
+
+
 BAD_INPUTS = {
+    "rotary_embedding-angles_shape": lambda ops, d: ops.rotary_embedding(
+        torch.randn(5, 4, 16, device=d), torch.randn(5, 2, 16, device=d), torch.randn(5, 16, device=d),
+        torch.randn(5, 16, device=d)),
+    "rotary_embedding-k_shape": lambda ops, d: ops.rotary_embedding(
+        torch.randn(5, 4, 16, device=d), torch.randn(4, 2, 16, device=d), torch.randn(5, 8, device=d),
+        torch.randn(5, 8, device=d)),
     "rms_norm-weight_shape": lambda ops, d: ops.rms_norm(torch.randn(4, 8, device=d), torch.randn(7, device=d), EPS),
     "silu_and_mul-odd": lambda ops, d: ops.silu_and_mul(torch.randn(4, 7, device=d)),
     "fused_add_rms_norm_-shapes": lambda ops, d: ops.fused_add_rms_norm(
@@ -298,6 +371,7 @@ def _(device):
             torch.ops.torchplug.rms_norm_backward(x, x, w, EPS)
             ops.silu_and_mul(x)
             torch.ops.torchplug.silu_and_mul_backward(x[:, :4], x)
+            ops.rotary_embedding(x.view(2, 1, 8), x.view(2, 1, 8), x[:, :4], x[:, 4:])
         routes[dtype_name] = sorted({(e.op, e.route, e.served_by) for e in t.events if e.op.startswith("torchplug::")})
     return routes
 

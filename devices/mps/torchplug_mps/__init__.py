@@ -2,7 +2,9 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, torch_build_lacks
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+
+from .kernels import MetalKernels
 
 # Metal has no 64-bit floating point.
 MPS_DTYPES = STANDARD_DTYPES - {torch.float64, torch.complex128}
@@ -12,6 +14,7 @@ class MpsBackend(Backend):
     spec = BackendSpec(
         name="mps", device_type="mps", dispatch_key="MPS", dtypes=MPS_DTYPES, torch_range=">=2.13,<2.14"
     )
+    kernels = MetalKernels("torchplug_mps")  # metal/*.metal, compiled with torch.mps.compile_shader
 
     def native_unavailable_reason(self) -> str | None:
         if not torch.backends.mps.is_built():
@@ -19,6 +22,13 @@ class MpsBackend(Backend):
         if not torch.backends.mps.is_available():
             return "MPS is not available: it needs macOS 12.3+ on an Apple silicon or AMD GPU Mac"
         return None
+
+    def setup(self) -> None:
+        super().setup()
+        self.kernels.register_when_ops_defined(self)
+
+    def status(self) -> DeviceStatus:
+        return self.kernels.annotate(super().status())  # says whether the Metal kernels serve, and why not
 
 
 backend = MpsBackend()

@@ -1,0 +1,75 @@
+"""How torch.distributed creates and destroys process groups, adapted for emulated devices.
+
+"nccl" on emulated cuda, "xccl" on emulated xpu, and init_process_group() without a backend
+mean torchplug's gloo-based backend there; torch itself would fail, as this build has no NCCL
+or XCCL. Every group, the default one and new_group()'s, is made by
+distributed_c10d._new_process_group_helper, so translating its backend argument covers all of
+them: "xccl" becomes "cpu:torchplug,xpu:torchplug" (the CPU entry is where torch's c10d kernels
+find gloo, see host_route.py). Only emulated device types are translated: CPU keeps gloo, and
+a device torch really drives keeps its native backend. destroy_process_group also forgets the
+group's peers (peers.py).
+"""
+
+import functools
+from collections.abc import Callable, Collection
+
+from torch.distributed import ProcessGroup
+from torch.distributed import distributed_c10d as c10d
+
+from . import peers
+from .backend import NAME
+
+# The collective library each device type's own name stands for; torch lacks them where we emulate.
+NATIVE = {"cuda": "nccl", "xpu": "xccl"}
+
+
+def translate(backend: str, emulated: Collection[str]) -> str:
+    """`backend` as given to init_process_group/new_group, with emulated devices' names replaced."""
+    text = str(backend).lower()
+    if ":" in text:
+        pairs = [[part.strip() for part in pair.split(":", 1)] for pair in text.split(",")]
+        return ",".join(f"{d}:{NAME if d in emulated and b in (NATIVE.get(d), NAME) else b}" for d, b in pairs)
+    if text == c10d.Backend.UNDEFINED:
+        # torch would pick the accelerator's backend; an emulated cuda is no accelerator on a CPU
+        # build (torch reports "cpu"), so any job here without a native accelerator gets ours.
+        accelerator = _accelerator_type()
+        devices = sorted(emulated) if emulated and (accelerator in emulated or accelerator == "cpu") else []
+    else:
+        devices = sorted(d for d in emulated if NATIVE.get(d) == text or text == NAME)
+    return ",".join(f"{d}:{NAME}" for d in ["cpu", *devices]) if devices else text
+
+
+def _accelerator_type() -> str:
+    import torch
+
+    return torch._C._get_accelerator().type
+
+
+def install(emulated: Callable[[], Collection[str]]) -> None:
+    """Wrap torch.distributed's group creation and destruction. Idempotent."""
+    if getattr(c10d._new_process_group_helper, "__torchplug__", False):
+        return
+    create, destroy = c10d._new_process_group_helper, c10d.destroy_process_group
+
+    @functools.wraps(create)
+    def new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+        translated = translate(backend, emulated())
+        group, store = create(group_size, group_rank, global_ranks_in_group, c10d.Backend(translated), *args, **kwargs)
+        if translated != str(backend).lower() and isinstance(group, ProcessGroup):
+            # torch sets a default backend only for single names or when NCCL is among them.
+            group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+        return group, store
+
+    @functools.wraps(destroy)
+    def destroy_process_group(*args, **kwargs):
+        try:
+            return destroy(*args, **kwargs)
+        finally:
+            peers.keep_only(set(map(str, c10d._world.pg_names.values())))
+
+    new_process_group_helper.__torchplug__ = True
+    c10d._new_process_group_helper = new_process_group_helper
+    c10d.destroy_process_group = destroy_process_group
+    import torch.distributed as dist
+
+    dist.destroy_process_group = destroy_process_group
