@@ -50,6 +50,7 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     try:
         opinfo.all_ops()  # the parent reads the op database while the workers start
         info = runner.hello()
+        manifest.runtime = info["mode"]
         plan = make_plan(selection, set(info["dtypes"]), info["compile_reason"], manifest)
         jobs = [Job({"group": group.op}, group=group) for group in plan.groups]
         if runtime_checks and selection.op is None:

@@ -37,6 +37,7 @@ class Target:
     device: torch.device
     reference: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     compile_reason: str | None = None  # why torch.compile cannot target the device, None if it can
+    dtypes: frozenset[torch.dtype] = frozenset()  # the backend's BackendSpec.dtypes
 
 
 def _detach(x: Any, grad: bool = False) -> Any:

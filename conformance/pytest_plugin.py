@@ -59,6 +59,7 @@ class Suite:
         from .plan import make_plan
 
         info = self.runner.hello()
+        self.manifest.runtime = info["mode"]
         plan = make_plan(self.selection, set(info["dtypes"]), info["compile_reason"], self.manifest)
         for result in plan.unrunnable:
             self.results[result.case.key] = result
