@@ -80,7 +80,7 @@ class Suite:
         for case in cases:
             if case.key not in self.results:
                 wanted.setdefault((case.op, case.dtype), {}).setdefault(case.mode, []).append(case.sample)
-        self.runner.run([Job({}, group=Group(op, dtype, modes)) for (op, dtype), modes in wanted.items()])
+        self.runner.run([Job(Group(op, dtype, modes)) for (op, dtype), modes in wanted.items()])
 
 
 class CaseItem(pytest.Item):
