@@ -32,10 +32,14 @@ def arm(backend: Any) -> None:
         hook_streams, _streams_hooked = emulated and not _streams_hooked, _streams_hooked or emulated
     if hook_entry:
         after_import(_ENTRY_MODULE, _wrap_entry_points, "torchplug's torch.compile targets")
+    if emulated:
+        from .fidelity import interpret_if_requested
+
+        interpret_if_requested(backend.spec.name)
     if hook_streams:
         from .patches import patch_dynamo_streams
 
-        after_import("torch._dynamo.utils", patch_dynamo_streams, "Dynamo's stream lookup for emulated devices")
+        after_import("torch._dynamo", patch_dynamo_streams, "Dynamo's stream lookup for emulated devices")
 
 
 def install_armed() -> None:
@@ -55,9 +59,9 @@ def _wrap_entry_points(module: ModuleType) -> None:
             if _armed:
                 install_armed()
             if __original.__name__ == "compile_fx" and len(args) > 1:
-                from .host import compile_forward_only
+                from .host import compile_on_host
 
-                return compile_forward_only(__original, *args, **kwargs)
+                return compile_on_host(__original, *args, **kwargs)
             return __original(*args, **kwargs)
 
         setattr(module, name, installs_targets_first)

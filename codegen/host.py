@@ -40,34 +40,30 @@ class HostCppTarget(CodegenTarget):
         with _lock:
             if self._installed:
                 return
-            from torch._dynamo.device_interface import get_registered_device_interfaces, register_interface_for_device
             from torch._inductor.codegen import common
             from torch._inductor.codegen.cpp import CppScheduling
 
             from ..emulation.hooks import device_module
-            from .device_interface import interface_for
+            from .device_interface import register_interface
             from .passes import TargetPass
             from .patches import add_host_device
             from .wrapper import HostWrapperCodegen
 
             module = device_module(self.device_type)
             add_host_device(self.device_type)
-            # torch fills its built-in interfaces lazily, overwriting cuda/xpu/mps: fill them first.
-            dict(get_registered_device_interfaces())
-            interface = interface_for(module)
-            register_interface_for_device(self.device_type, interface)
-            for index in range(module.device_count()):
-                register_interface_for_device(f"{self.device_type}:{index}", interface)
+            register_interface(module)
             common.register_backend_for_device(
-                self.device_type, CppScheduling, HostWrapperCodegen, device_custom_pass=TargetPass(self)
+                self.device_type, CppScheduling, HostWrapperCodegen, RefusedCppWrapper,
+                device_custom_pass=TargetPass(self),
             )
             # torch registers its own cuda/xpu/mps overrides when first asked: let it, then replace.
             common._initialize_device_op_overrides()
-            common.register_device_op_overrides(self.device_type, _host_op_overrides(self.device_type))
+            common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
             self._installed = True
 
 
-def _host_op_overrides(device_type: str) -> Any:
+def host_op_overrides(device_type: str) -> Any:
+    """The snippets Inductor's Python wrapper writes for device and stream handling on an emulated device."""
     from torch._inductor.codegen.common import DeviceOpOverrides
 
     class HostDeviceOpOverrides(DeviceOpOverrides):
@@ -89,24 +85,57 @@ def _host_op_overrides(device_type: str) -> Any:
     return HostDeviceOpOverrides()
 
 
-def compile_forward_only(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run Inductor's `compile_fx`, for inference only when autograd cannot serve an input's device.
+def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run Inductor's `compile_fx`, adjusted where a graph's inputs live on a host-target device.
 
-    torch's autograd engine cannot run (nor trace) a backward on some emulated device types (cuda on
-    a CPU-only torch, see docs/emulation.md). Tracing the joint graph would fail, so the graph is
-    compiled for inference, with a warning: its outputs do not require grad.
+    * CUDA graphs (mode="reduce-overhead" / "max-autotune") need a real GPU: the graph compiles
+      without them, with a warning.
+    * torch's autograd engine cannot run (nor trace) a backward on some emulated device types
+      (cuda on a CPU-only torch, see docs/emulation.md): the graph compiles for inference only,
+      with a warning, instead of failing while tracing the backward.
     """
     import torch
+    from torch._inductor import config
 
     from ..emulation.runtime import backward_unsupported
+    from .patches import host_device_types
 
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    host = sorted({t.device.type for t in tensors} & host_device_types())
+    if not host:
+        return compile_fx(model, example_inputs, *args, **kwargs)
+    patches = dict(kwargs.get("config_patches") or {})
+    if patches.get("triton.cudagraphs", config.triton.cudagraphs):
+        _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: host kernels "
+              "have no graphs to capture (mode='reduce-overhead' and 'max-autotune' ask for them)")
+        kwargs["config_patches"] = {**patches, "triton.cudagraphs": False}
     reason = None
     if torch.is_grad_enabled():
-        reason = next((r for t in example_inputs if isinstance(t, torch.Tensor) and t.requires_grad
-                       for r in [backward_unsupported(t.device.type)] if r), None)
+        reason = next((r for t in tensors if t.requires_grad for r in [backward_unsupported(t.device.type)] if r), None)
     if reason is None:
         return compile_fx(model, example_inputs, *args, **kwargs)
-    warnings.warn(f"torchplug: torch.compile builds this graph for inference only (its outputs do not require "
-                  f"grad): {reason}", TorchplugWarning, stacklevel=2)
+    _warn(f"torch.compile builds this graph for inference only (its outputs do not require grad): {reason}")
     with torch.no_grad():
         return compile_fx(model, example_inputs, *args, **kwargs)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(f"torchplug: {message}", TorchplugWarning, stacklevel=3)
+
+
+class RefusedCppWrapper:
+    """Registered as the host target's C++ wrapper: refuses `cpp_wrapper=True` with the reason."""
+
+    supports_caching = True  # nothing is generated, so there is nothing to cache wrongly
+
+    @staticmethod
+    def create(*args: Any, **kwargs: Any) -> Any:
+        from torch._inductor.virtualized import V
+
+        device = V.graph.device_type
+        raise RuntimeError(
+            f"torch.compile(options={{'cpp_wrapper': True}}) is not supported on the emulated '{device}' device: "
+            f"Inductor's C++ wrapper calls torch's kernels through aoti_torch_{device}_* C shims, which this "
+            "torch build does not have. Compile without cpp_wrapper: the default Python wrapper runs the same "
+            "C++ kernels, calling torch's ops through the dispatcher."
+        )

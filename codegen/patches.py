@@ -21,6 +21,7 @@ TORCH_RANGE = ">=2.11,<2.14"
 
 _TRITON_TYPES = ("cuda", "xpu", "mtia")  # the device types torch would generate Triton for
 _host_types: set[str] = set()
+_interpreted_types: set[str] = set()  # fidelity mode: Triton codegen, run by Triton's interpreter
 _applied = False
 
 
@@ -43,18 +44,25 @@ def unsupported_reason() -> str | None:
 def add_host_device(device_type: str) -> None:
     """Make Inductor treat `device_type` as host memory (C++ kernels, not a GPU). Idempotent."""
     _apply_once()
-    from torch._inductor import utils
+    from torch._inductor import config, utils
 
     _host_types.add(device_type)
     # In place: several Inductor modules hold this very list under their own name.
     while device_type in utils.GPU_TYPES:
         utils.GPU_TYPES.remove(device_type)
     utils.get_gpu_type.cache_clear()
+    # Inductor reads config.cuda_backend / xpu_backend directly (is_triton, the online-softmax
+    # pattern). An emulated type has no native device of that type in the process, so the
+    # setting only ever concerns the emulated one.
+    if hasattr(config, f"{device_type}_backend"):
+        setattr(config, f"{device_type}_backend", "cpp")
 
 
-def patch_dynamo_streams(utils: ModuleType) -> None:
+def patch_dynamo_streams(dynamo: ModuleType) -> None:
     """Dynamo asks torch.accelerator for a device's current stream, but several emulated device
     types share a process while torch has one accelerator: ask the device's own module instead."""
+    from torch._dynamo import utils
+
     from ..emulation.hooks import device_module
 
     _require(utils, "get_current_stream")
@@ -64,7 +72,30 @@ def patch_dynamo_streams(utils: ModuleType) -> None:
         module = device_module(device.type)
         return original(device) if module is None else module.current_stream(device)
 
-    utils.get_current_stream = get_current_stream
+    # Compiled code calls this on entry, from guards too: Dynamo must not evaluate its own frames.
+    replacement = dynamo.disable(get_current_stream, reason="torchplug's stream lookup for emulated devices")
+    _replace_everywhere("torch._dynamo", "get_current_stream", original, replacement)
+
+
+def add_interpreted_device(device_type: str, driver: Any) -> None:
+    """Let Inductor generate Triton for emulated `device_type`, with `driver` standing in for a GPU's."""
+    _apply_once()
+    import triton
+    from torch._inductor.runtime import triton_helpers
+
+    _require(triton_helpers, "set_driver_to_gpu")
+    _interpreted_types.add(device_type)
+    triton.runtime.driver.set_active(driver)
+    original = triton_helpers.set_driver_to_gpu
+    if getattr(original, "torchplug_keeps", None) is None:
+
+        def set_driver_to_gpu() -> None:
+            # Generated kernels ask for a GPU driver; with none present, the stand-in stays active.
+            if triton.runtime.driver.active is not set_driver_to_gpu.torchplug_keeps:
+                original()
+
+        triton_helpers.set_driver_to_gpu = set_driver_to_gpu
+    triton_helpers.set_driver_to_gpu.torchplug_keeps = driver
 
 
 def _apply_once() -> None:
@@ -104,6 +135,8 @@ def _apply_once() -> None:
     original_has_triton = _triton.has_triton
 
     def has_triton() -> bool:
+        if _interpreted_types:
+            return True  # the fidelity target installed only after finding the triton package
         # torch asks whether any cuda/xpu device is available; a host-memory one cannot run Triton.
         if _host_types and not any(t not in _host_types and getattr(torch, t).is_available() for t in _TRITON_TYPES):
             return False

@@ -179,12 +179,16 @@ def _check_gated(x: Tensor) -> None:
            f"the last dimension of x {list(x.shape)} must be even: it holds [gate, up] halves")
 
 
+def _silu_and_mul_ref(x: Tensor) -> Tensor:
+    a, b = _wide(x).chunk(2, dim=-1)
+    return (F.silu(a) * b).to(x.dtype)
+
+
 @torch.library.custom_op(f"{_LIB}::silu_and_mul", mutates_args=())
 def silu_and_mul(x: Tensor) -> Tensor:
     """SwiGLU: with x = [a, b] split in halves on the last dim, silu(a) * b."""
     _check_gated(x)
-    a, b = _wide(x).chunk(2, dim=-1)
-    return (F.silu(a) * b).to(x.dtype)
+    return _silu_and_mul_ref(x)
 
 
 @silu_and_mul.register_fake

@@ -91,3 +91,51 @@ print(json.dumps(RESULTS))
     results = run_json(code, path=path, TORCHPLUG_EMULATE="npu", TORCHPLUG_EMULATE_DEVICES="2")
     assert_all_ok(results)
     assert results["train"]["value"] == "npu:1"
+
+
+def test_modes_on_emulated_xpu():
+    code = CHECKS + """
+import warnings
+import torch
+from torchplug import TorchplugWarning
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10)).to("xpu:1")
+x = torch.randn(32, 64, device="xpu:1")
+
+def matches(compiled, *shapes):
+    for n in shapes:
+        xx = torch.randn(n, 64, device="xpu:1")
+        torch.testing.assert_close(compiled(xx).cpu(), model(xx).cpu(), rtol=1e-4, atol=1e-4)
+    return True
+
+def backward():
+    torch.compile(model)(x).pow(2).sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).pow(2).sum().backward()
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g.cpu(), p.grad.cpu(), rtol=1e-4, atol=1e-5)
+    return str(got[0].device)
+
+def warned(mode):
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TorchplugWarning)
+        matches(torch.compile(model, mode=mode), 32)
+    return [str(w.message) for w in caught if issubclass(w.category, TorchplugWarning)]
+
+check("dynamic", lambda: matches(torch.compile(model, dynamic=True), 5, 7, 33))
+check("backward", backward)
+check("max-autotune", lambda: warned("max-autotune"))
+check("reduce-overhead", lambda: warned("reduce-overhead"))
+torch._dynamo.reset()
+check("cpp_wrapper", lambda: torch.compile(model, options={"cpp_wrapper": True})(x))
+print(json.dumps(RESULTS))
+"""
+    results = run_json(code, TORCHPLUG_EMULATE="xpu", TORCHPLUG_EMULATE_DEVICES="2")
+    assert_all_ok({k: v for k, v in results.items() if k != "cpp_wrapper"})
+    assert results["backward"]["value"] == "xpu:1"
+    for mode in ("max-autotune", "reduce-overhead"):
+        assert any("without CUDA graphs" in m for m in results[mode]["value"]), results[mode]
+    refused = results["cpp_wrapper"]
+    assert not refused["ok"] and "cpp_wrapper" in refused["message"] and "aoti_torch_xpu_" in refused["message"]
