@@ -8,7 +8,7 @@ gloo through host_route.py, which presents the device tensors as CPU tensors ove
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
-from . import build, host_route, peers
+from . import host_route, peers
 
 NAME = "torchplug"  # the name torch.distributed.get_backend() reports for an emulated group
 
@@ -17,7 +17,6 @@ def create(options: "dist.distributed_c10d._DistributedBackendOptions", _backend
     """Backend.register_backend's creator (extended API): one gloo group for the emulated device types."""
     from . import emulated_types
 
-    build.load()  # compiled on first use: now, not inside the first collective
     served = emulated_types()
     for device_type, dispatch_key in served.items():
         host_route.install(device_type, dispatch_key)
