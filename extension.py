@@ -6,6 +6,10 @@ headers, the flags, torch and Python is written beside the library. A later proc
 fingerprint matches imports the library directly: no ~130 ms import of torch.utils.cpp_extension,
 no ninja run. That keeps loading cheap enough to happen inside ``import torch``. Each fingerprint
 has its own folder, <cache>/<name>/<fingerprint[:16]>/, so builds of different sources coexist.
+
+While the compiler runs, a progress line on stderr says what is built, for how long so far, and
+how long the last build of it took on this machine (recorded in <cache root>/build-times.json).
+`torchplug build` runs every build up front, e.g. when baking a container image.
 """
 
 import hashlib
@@ -13,7 +17,11 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -21,6 +29,18 @@ import torch
 
 _OPTIMIZE = ["-O3"]
 _STAMP = "torchplug-build.json"  # written beside a finished build: its fingerprint and library
+_TIMES = "build-times.json"  # in the cache root: seconds the last build of each extension took here
+_PROGRESS_EVERY_S = 15.0  # progress lines in a log; on a terminal the line updates every second
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str
+    seconds: float
+
+
+# Extensions compiled in this process, in order: `torchplug doctor` reports them apart from op time.
+builds: list[Build] = []
 
 
 class ExtensionBuildError(RuntimeError):
@@ -31,6 +51,57 @@ def cache_dir() -> Path:
     """Where built extensions live: $TORCHPLUG_CACHE, else ~/.cache/torchplug, per torch version."""
     root = Path(os.environ.get("TORCHPLUG_CACHE") or Path.home() / ".cache" / "torchplug")
     return root / f"torch-{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def _times_file() -> Path:
+    return cache_dir().parent / _TIMES
+
+
+def last_build_seconds(name: str) -> float | None:
+    """How long the last build of `name` took on this machine (any torch version), if recorded."""
+    try:
+        return float(json.loads(_times_file().read_text())[name])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _record_build_seconds(name: str, seconds: float) -> None:
+    try:
+        times = json.loads(_times_file().read_text())
+    except (OSError, ValueError):
+        times = {}
+    times[name] = round(seconds, 1)
+    temporary = _times_file().with_suffix(f".{os.getpid()}")
+    try:
+        temporary.write_text(json.dumps(times, indent=1))
+        os.replace(temporary, _times_file())
+    except OSError:  # a read-only cache still builds; it only loses the estimate
+        pass
+
+
+@contextmanager
+def _progress(name: str) -> Iterator[None]:
+    """A progress line on stderr while `name` compiles: elapsed time against the last build's."""
+    last = last_build_seconds(name)
+    typical = f"the last build here took {last:.0f} s" if last else "no earlier build here to compare with"
+    tty = sys.stderr.isatty()
+    done = threading.Event()
+
+    def report() -> None:
+        start = time.monotonic()
+        while not done.wait(1.0 if tty else _PROGRESS_EVERY_S):
+            line = f"torchplug: building {name!r}: {time.monotonic() - start:.0f} s elapsed ({typical})"
+            print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+
+    reporter = threading.Thread(target=report, name=f"torchplug-build-{name}", daemon=True)
+    reporter.start()
+    try:
+        yield
+    finally:
+        done.set()
+        reporter.join()
+        if tty:
+            print(file=sys.stderr)
 
 
 def _fingerprint(sources: Sequence[Path], cflags: Sequence[str]) -> str:
@@ -82,14 +153,16 @@ def load_extension(name: str, sources: Sequence[Path], extra_cflags: Sequence[st
     cflags = [*_OPTIMIZE, *(extra_cflags or ())]
     fingerprint = _fingerprint(sources, cflags)
     build_directory = _build_directory(name, fingerprint)
-    print(f"torchplug: compiling the C++ extension {name!r} for torch {torch.__version__} (once; up to a "
-          f"minute or two) in {build_directory}", file=sys.stderr, flush=True)
+    print(f"torchplug: compiling the C++ extension {name!r} for torch {torch.__version__} (once per torch "
+          f"version) in {build_directory}", file=sys.stderr, flush=True)
     build_directory.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
     try:
-        module = cpp_extension.load(
-            name=name, sources=[str(s) for s in sources], extra_cflags=cflags,
-            build_directory=str(build_directory), verbose=os.environ.get("TORCHPLUG_VERBOSE_BUILD") == "1",
-        )
+        with _progress(name):
+            module = cpp_extension.load(
+                name=name, sources=[str(s) for s in sources], extra_cflags=cflags,
+                build_directory=str(build_directory), verbose=os.environ.get("TORCHPLUG_VERBOSE_BUILD") == "1",
+            )
     except Exception as err:
         raise ExtensionBuildError(
             f"building torchplug's C++ extension {name!r} in {build_directory} failed: {err}. "
@@ -101,4 +174,8 @@ def load_extension(name: str, sources: Sequence[Path], extra_cflags: Sequence[st
     temporary = stamp.with_suffix(f".{os.getpid()}")
     temporary.write_text(json.dumps(record))
     os.replace(temporary, stamp)  # atomic: a concurrent reader sees no stamp or the whole one
+    seconds = time.perf_counter() - start
+    builds.append(Build(name, seconds))
+    _record_build_seconds(name, seconds)
+    print(f"torchplug: built {name!r} in {seconds:.0f} s", file=sys.stderr, flush=True)
     return module

@@ -3,7 +3,8 @@
     python benchmarks/dispatch.py [--json PATH]
 
 Per-call costs use 16-element tensors, so they measure dispatch, not arithmetic; each route is
-compared with the native (or, for the fallback, emulated) call of the same op and dtype. The mm
+compared with the native (or, for the fallback, emulated) call of the same op and dtype; the
+Python-kernel route's result check is also timed alone (the kernel called bare and checked). The mm
 comparison times fp32 mm in fresh processes without and with the CPU plugin (whose float16 mm
 kernel puts the dtype split in front of torch's fp32 kernel), alternating.
 Verdict: fp32 mm GFLOP/s without the plugin / with it <= 1.03 (exit status 1 if not).
@@ -74,6 +75,7 @@ def main() -> int:
     args = parser(__doc__).parse_args()
     report = Report("dispatch", args)
     from torchplug import dispatcher
+    from torchplug.dispatcher.result_check import checked
 
     def timed(name: str, fn) -> Measurement:
         return report.add(name, per_call_us(fn), "us/call")
@@ -90,6 +92,13 @@ def main() -> int:
                         dtypes=[torch.float16])
     rows.append((timed("C++ backend kernel (fp64 add)", lambda: torch.add(x64, x64)), native64))
     rows.append((timed("Python backend kernel (fp16 add)", lambda: torch.add(x16, x16)), native16))
+    # What the result check (dispatcher/result_check.py) adds to that route: the same Python kernel
+    # called directly, wrapped in its check and bare.
+    bare = lambda self, other, alpha=1: torch.sub(self, other)  # noqa: E731
+    checked_kernel = checked(bare, "aten::add.Tensor", torch._C._get_schema("aten::add", "Tensor"), "cpu", "cpu")
+    bare_call = timed("Python kernel alone, unchecked", lambda: bare(x16, x16))
+    check_call = timed("Python kernel alone, result-checked", lambda: checked_kernel(x16, x16))
+    rows.append((check_call, bare_call))
     rows.append((timed("native beside a split (fp32 add)", lambda: torch.add(x32, x32)), native32))
     with dispatcher.trace():
         rows.append((timed("trace active (fp32 add)", lambda: torch.add(x32, x32)), native32))
@@ -104,6 +113,7 @@ def main() -> int:
     report.table(("route", "us/call", "reference us/call", "ratio"),
                  [(m.name, m.cell, ref.cell if ref else "-", report.record(m.ratio(ref)).cell if ref else "-")
                   for m, ref in rows])
+    print(f"\nthe result check adds {check_call.median - bare_call.median:.2f} us per Python-kernel call")
     without, with_kernel = mm_gflops(report)
     ratio = report.record(without.ratio(with_kernel, "fp32 mm GFLOP/s absent / registered"))
     print(f"\nfp32 torch.mm 1024x1024, {ROUNDS} fresh processes each, alternating\n")

@@ -23,6 +23,10 @@ def target_for(backend) -> CodegenTarget | None:
 def _choose(backend) -> CodegenTarget | None:
     mode, device_type = backend.status().mode, backend.spec.device_type
     if mode == "emulated":
+        from . import fidelity
+
+        if fidelity.requested(backend.spec.name):
+            return fidelity.TritonInterpreterTarget(backend.spec.name, device_type)
         from .host import HostCppTarget
 
         return HostCppTarget(device_type)

@@ -50,10 +50,11 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     try:
         opinfo.all_ops()  # the parent reads the op database while the workers start
         info = runner.hello()
+        manifest.runtime = info["mode"]
         plan = make_plan(selection, set(info["dtypes"]), info["compile_reason"], manifest)
-        jobs = [Job({"group": group.op}, group=group) for group in plan.groups]
+        jobs = [Job(group) for group in plan.groups]
         if runtime_checks and selection.op is None:
-            jobs.insert(0, Job({"checks": list(CHECKS)}))
+            jobs.insert(0, Job(checks=tuple(CHECKS)))
         progress = Progress(len(jobs), stream)
         runner.run(jobs)
         progress.finish()

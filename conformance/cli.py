@@ -10,6 +10,8 @@ from .cases import MODES
 from .tiers import DEFAULT_DTYPES, TIERS, Selection
 
 DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
+# ... with a capacity, so the OOM check has something to exhaust (smoke cases use a few MiB).
+DEFAULT_EMULATION = {"TORCHPLUG_EMULATE": DEFAULT_BACKEND, "TORCHPLUG_EMULATE_MEMORY": "8GiB"}
 
 
 def add_parser(commands: Any) -> None:
@@ -71,7 +73,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return cmd_compare(*args.compare)
     backend, env = args.backend, {}
     if backend is None:
-        backend, env = DEFAULT_BACKEND, {"TORCHPLUG_EMULATE": DEFAULT_BACKEND}
+        backend, env = DEFAULT_BACKEND, DEFAULT_EMULATION
     manifest_path = args.manifest or manifests.locate(backend)
     try:
         manifest = manifests.load(manifest_path)

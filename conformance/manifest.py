@@ -6,6 +6,7 @@
     dtypes = ["float16"]           # optional: every dtype when absent
     modes = ["out"]                # optional: every mode when absent
     tiers = ["full"]               # optional: every tier when absent
+    runtime = ["emulated"]         # optional: "native" and/or "emulated" (the device's mode)
 
     [[skip]]                       # not run at all (for cases that crash or hang the device)
     ...
@@ -26,6 +27,7 @@ from .cases import Case, CaseResult
 
 FILENAME = "conformance.toml"
 ACTIONS = ("xfail", "skip")
+KEYS = ("ops", "dtypes", "modes", "tiers", "runtime")
 
 
 class ManifestError(ValueError):
@@ -40,16 +42,18 @@ class Entry:
     dtypes: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
     tiers: tuple[str, ...] = ()
+    runtime: tuple[str, ...] = ()
 
-    def matches(self, case: Case, tier: str) -> bool:
+    def matches(self, case: Case, tier: str, runtime: str) -> bool:
         return (any(fnmatch.fnmatchcase(case.op, pattern) for pattern in self.ops)
                 and (not self.dtypes or case.dtype in self.dtypes)
                 and (not self.modes or case.mode in self.modes)
-                and (not self.tiers or tier in self.tiers))
+                and (not self.tiers or tier in self.tiers)
+                and (not self.runtime or runtime in self.runtime))
 
     def to_toml(self) -> str:
         lines = [f"[[{self.action}]]", f"reason = {json.dumps(self.reason)}"]
-        for key in ("ops", "dtypes", "modes", "tiers"):
+        for key in KEYS:
             if values := getattr(self, key):
                 lines.append(f"{key} = [{', '.join(json.dumps(v) for v in values)}]")
         return "\n".join(lines)
@@ -59,9 +63,10 @@ class Entry:
 class Manifest:
     path: Path | None
     entries: list[Entry]
+    runtime: str = "native"  # the device's mode in this run, for entries that name one
 
     def entry_for(self, case: Case, tier: str, action: str) -> Entry | None:
-        return next((e for e in self.entries if e.action == action and e.matches(case, tier)), None)
+        return next((e for e in self.entries if e.action == action and e.matches(case, tier, self.runtime)), None)
 
     def apply(self, result: CaseResult, tier: str) -> CaseResult:
         """xfail entries turn failures into `xfail` and passes into `xpass`."""
@@ -98,10 +103,10 @@ def load(path: Path | None) -> Manifest:
         for i, raw in enumerate(data.get(action, [])):
             if not raw.get("reason") or not raw.get("ops"):
                 raise ManifestError(f"{path}: [[{action}]] entry {i + 1} needs a reason and ops")
-            unknown = set(raw) - {"reason", "ops", "dtypes", "modes", "tiers"}
+            unknown = set(raw) - {"reason", *KEYS}
             if unknown:
                 raise ManifestError(f"{path}: [[{action}]] entry {i + 1} has unknown keys {sorted(unknown)}")
-            entries.append(Entry(action, raw["reason"], *(tuple(raw.get(k, ())) for k in ("ops", "dtypes", "modes", "tiers"))))
+            entries.append(Entry(action, raw["reason"], *(tuple(raw.get(k, ())) for k in KEYS)))
     return Manifest(path, entries)
 
 
@@ -129,11 +134,12 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
     """
     from .report.groups import failure_groups
 
-    tier = report["selection"]["tier"]
+    tier, runtime = report["selection"]["tier"], report["backend"]["mode"]
     cases = report["cases"]
     kept = []
     for entry in manifest.entries:
-        matched = [c for c in cases if entry.matches(Case(c["op"], c["dtype"], c["mode"], c["sample"]), tier)]
+        matched = [c for c in cases
+                   if entry.matches(Case(c["op"], c["dtype"], c["mode"], c["sample"]), tier, runtime)]
         if entry.action == "xfail" and matched and all(c["status"] == "xpass" for c in matched):
             continue
         kept.append(entry)
@@ -146,7 +152,7 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
             by_dtypes.setdefault(failing, []).append(op)
         for failing, ops in sorted(by_dtypes.items(), key=lambda kv: sorted(kv[0])):
             dtypes = () if failing == selected_dtypes else tuple(sorted(failing))
-            kept.append(Entry("xfail", reason, tuple(ops), dtypes, (group.mode,)))
+            kept.append(Entry("xfail", reason, tuple(ops), dtypes, (group.mode,), runtime=(runtime,)))
     header = (f"# torchplug check manifest for '{report['backend']['name']}' ({FILENAME}): expected failures and skips.\n"
               f"# Written by --update-manifest on the {tier} tier; review every reason. Format: torchplug/conformance/manifest.py\n")
     return header + "\n\n".join(entry.to_toml() for entry in kept) + "\n"

@@ -37,6 +37,7 @@ class Target:
     device: torch.device
     reference: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     compile_reason: str | None = None  # why torch.compile cannot target the device, None if it can
+    dtypes: frozenset[torch.dtype] = frozenset()  # the backend's BackendSpec.dtypes
 
 
 def _detach(x: Any, grad: bool = False) -> Any:
@@ -88,7 +89,7 @@ def _cpu(target: Target, fn: Callable[[], Any]) -> Any:
         with target.reference():
             return fn()
     except Exception as err:
-        raise Skip(f"the CPU rejects this sample: {type(err).__name__}: {_first_line(err)}") from err
+        raise Skip(f"the CPU rejects this sample: {type(err).__name__}: {first_line(err)}") from err
 
 
 def _device(fn: Callable[[], Any]) -> Any:
@@ -96,11 +97,11 @@ def _device(fn: Callable[[], Any]) -> Any:
         return fn()
     except Exception as err:
         if refused := _DTYPE_REFUSAL.search(str(err)):
-            raise Unsupported(f"the device refuses {refused.group(1)}: {_first_line(err)}") from err
+            raise Unsupported(f"the device refuses {refused.group(1)}: {first_line(err)}") from err
         raise
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0][:300] if text else type(err).__name__
 

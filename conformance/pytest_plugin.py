@@ -59,6 +59,7 @@ class Suite:
         from .plan import make_plan
 
         info = self.runner.hello()
+        self.manifest.runtime = info["mode"]
         plan = make_plan(self.selection, set(info["dtypes"]), info["compile_reason"], self.manifest)
         for result in plan.unrunnable:
             self.results[result.case.key] = result
@@ -79,7 +80,7 @@ class Suite:
         for case in cases:
             if case.key not in self.results:
                 wanted.setdefault((case.op, case.dtype), {}).setdefault(case.mode, []).append(case.sample)
-        self.runner.run([Job({}, group=Group(op, dtype, modes)) for (op, dtype), modes in wanted.items()])
+        self.runner.run([Job(Group(op, dtype, modes)) for (op, dtype), modes in wanted.items()])
 
 
 class CaseItem(pytest.Item):

@@ -28,14 +28,14 @@ class CheckError(RuntimeError):
 class Job:
     """A group, or the runtime checks, with what is already done (kept across worker restarts)."""
 
-    request: dict[str, Any]
     group: Group | None = None
+    checks: tuple[str, ...] = ()  # runtime check names, for the job that runs them
     done: set[str] = field(default_factory=set)
     crashes_without_case: int = 0
 
     def message(self) -> dict[str, Any]:
         if self.group is None:
-            return {"checks": [c for c in self.request["checks"] if f"check:{c}" not in self.done]}
+            return {"checks": [c for c in self.checks if f"check:{c}" not in self.done]}
         return {"group": self.group.request(self.done)}
 
 

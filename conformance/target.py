@@ -44,7 +44,8 @@ def open_target(name: str) -> tuple[Target, dict[str, Any]]:
         raise RuntimeError(f"backend '{name}' is unavailable here: {status.reason}{hint}")
     device = backend.device()
     on_cpu = device.type == "cpu"
-    target = Target(name, device, _stock_cpu_kernels if on_cpu else contextlib.nullcontext, _compile_reason(backend))
+    target = Target(name, device, _stock_cpu_kernels if on_cpu else contextlib.nullcontext, _compile_reason(backend),
+                    frozenset(backend.spec.dtypes))
     codegen = backend.codegen()
     info = {
         "name": name, "device": str(device), "mode": status.mode, "status_reason": status.reason,

@@ -51,7 +51,7 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
     except Exception as err:
         frames = traceback.extract_tb(err.__traceback__)
         where = f" (at {frames[-1].name}, {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
-        result = CaseResult(case, "fail", f"{type(err).__name__}: {modes._first_line(err)}{where}")
+        result = CaseResult(case, "fail", f"{type(err).__name__}: {modes.first_line(err)}{where}")
     result.time_s = round(time.perf_counter() - start, 4)
     return result
 

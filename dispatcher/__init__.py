@@ -13,6 +13,7 @@ _EXPORTS = {
     "registry": ("Registration", "RegistrationError", "kernel", "register", "registrations", "resolve_schema",
                  "unregister", "when_torchplug_ops_defined"),
     "routes": ("Route", "route"),
+    "result_check": ("KernelResultError",),
     "tracing": ("Trace", "TraceEvent", "trace"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

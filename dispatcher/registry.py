@@ -18,6 +18,7 @@ import torch
 from .. import warn
 from ..entrypoints import Backend, loaded_backend
 from .native import extension
+from .result_check import checked
 
 KernelT = TypeVar("KernelT", bound=Callable[..., Any])
 
@@ -129,6 +130,8 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
 
     `kernel` is a Python callable taking the op's arguments, or the OpOverload of a C++ kernel
     registered by a torch extension with the same argument types. `label` names it in traces.
+    A Python kernel's results are checked against the schema on every call (result_check.py); a
+    C++ kernel runs unchecked.
     """
     op = qualified_name(op)
     schema = resolve_schema(op)
@@ -149,7 +152,8 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
         raise RegistrationError(f"kernel for {op} on {backend} must be callable or an OpOverload, got {kernel!r}")
     with _lock:
         kernel_op = (qualified_name(kernel) if isinstance(kernel, torch._ops.OpOverload)
-                     else _define_python_kernel(op, schema, backend, kernel))
+                     else _define_python_kernel(op, schema, backend,
+                                                checked(kernel, op, schema, backend, spec.device_type)))
         plugin = _plugin_of(kernel)
         registration = Registration(op, backend, kernel, wanted, priority, plugin, kernel_op,
                                     label or f"{plugin} kernel")

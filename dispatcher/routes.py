@@ -30,7 +30,8 @@ def route(op: str, backend: str, dispatch_key: str, dtype: torch.dtype | None = 
         return "native"
     if has(op, "CompositeImplicitAutograd"):
         return "composite"
-    if torch._C._dispatch_has_backend_fallback(torch._C.DispatchKey.__members__[dispatch_key]):
+    if (torch._C._dispatch_has_backend_fallback(torch._C.DispatchKey.__members__[dispatch_key])
+            and has(op, "CPU")):  # both fallbacks run the op's CPU kernel: without one, the call raises
         # A backend fallback that is not the governed one is the emulated runtime running the op.
         return "fallback" if governed is None else "native"
     return "missing"

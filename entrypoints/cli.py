@@ -1,5 +1,5 @@
 """The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op
-routes, `check` runs the conformance suite."""
+routes, `check` runs the conformance suite, `build` compiles the C++ extensions (entrypoints/build.py)."""
 
 import argparse
 import difflib
@@ -99,12 +99,20 @@ def _doctor_check(row: Row) -> tuple[str, str]:
         return "SKIP", row.reason
     if row.mode == "unavailable":
         return "SKIP", row.reason
-    start = time.perf_counter()
+    from .. import extension
+
+    compiled_before, start = len(extension.builds), time.perf_counter()
     try:
         checked = backend(row.name).smoke_test()
     except Exception as err:
         return "FAIL", f"{type(err).__name__}: {err}"
-    return "PASS", f"{checked} ({(time.perf_counter() - start) * 1e3:.1f} ms)"
+    # A first check may compile an extension: report that apart from the op's own time.
+    built = extension.builds[compiled_before:]
+    build_s = sum(b.seconds for b in built)
+    timing = f"{(time.perf_counter() - start - build_s) * 1e3:.1f} ms"
+    if built:
+        timing += f"; built {', '.join(b.name for b in built)} first: {build_s:.0f} s"
+    return "PASS", f"{checked} ({timing})"
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -164,9 +172,22 @@ def _emulation_hint(name: str, installed: Sequence[str]) -> str:
 def cmd_coverage(args: argparse.Namespace) -> int:
     """For every ATen and torchplug op, the route that serves it on a backend."""
     from ..dispatcher import coverage
+    from ..dispatcher.routes import ROUTES
 
+    if unknown := sorted(set(args.route) - set(ROUTES)):
+        print(f"torchplug coverage: error: unknown route {', '.join(unknown)}; choose from {', '.join(ROUTES)}",
+              file=sys.stderr)
+        return 2
     report = coverage(args.backend)
-    print(report.to_json() if args.json else report.summary())
+    if args.json:
+        print(report.to_json())
+    elif args.compare:
+        print(report.compare(coverage(args.compare), args.route, args.match, args.differing))
+    elif args.ops or args.route or args.match:
+        print(report.listing(args.route, args.match))
+    else:
+        print(report.summary())
+        print(f"\nper op: torchplug coverage {args.backend} --ops [--route ROUTE] [--match PATTERN]")
     return 0
 
 
@@ -184,8 +205,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     cover = commands.add_parser("coverage", help="op -> route (kernel/native/composite/fallback/missing)")
     cover.add_argument("backend", help="a loaded backend, e.g. cpu or xpu")
     cover.add_argument("--json", action="store_true", help="every op with its route, as JSON")
+    cover.add_argument("--ops", action="store_true", help="one line per op with its route, not just counts")
+    cover.add_argument("--route", action="append", default=[],
+                       help="only ops served by this route: kernel, native, composite, fallback or missing "
+                            "(repeatable); implies --ops")
+    cover.add_argument("--match", metavar="PATTERN",
+                       help="only ops whose name matches: a glob (aten::*pool*) or a substring (softmax); implies --ops")
+    cover.add_argument("--compare", metavar="OTHER", help="each op's route on BACKEND and on OTHER side by side")
+    cover.add_argument("--differing", action="store_true", help="with --compare: only ops whose routes differ")
     cover.set_defaults(run=cmd_coverage)
     from ..conformance.cli import add_parser as add_check
+    from .build import add_parser as add_build
+
+    add_build(commands)
 
     add_check(commands)
     args = parser.parse_args(argv)
@@ -196,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as err:  # an explicitly named plugin that cannot be used
         print(f"torchplug: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as other CLI tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail
+        return 0
 
 
 if __name__ == "__main__":

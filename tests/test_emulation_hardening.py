@@ -1,8 +1,9 @@
 """Defects PyTorch's own device-generic tests (TestCommon) found in the emulated runtime.
 
 Each test fails on the runtime before its fix: a CPU tensor accepted as out= (and resized), a
-composite kernel reaching a DispatchStub with the emulated device type, a crash on a conj-bit
-CPU scalar, and a sparse result refused with an error that named neither the op nor a way out.
+composite kernel reaching a DispatchStub with the emulated device type, ctc_loss on 'cuda' asking
+a CUDA-only op, a crash on a conj-bit CPU scalar, and a sparse result refused with an error that
+named neither the op nor a way out.
 """
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from conftest import run_python
 from emulation_helpers import CHECKS, run_json
 
-SETTINGS = {"TORCHPLUG_EMULATE": "xpu"}
+SETTINGS = {"TORCHPLUG_EMULATE": "xpu,cuda"}
 
 SESSION = CHECKS + '''
 import warnings
@@ -41,6 +42,14 @@ def stubs():
             "conj_physical_": torch.equal(d.cpu(), c.conj_physical()),
             "svd": torch.allclose(outs[1].cpu(), torch.svd(c).S, atol=1e-5)}
 check("stubs", stubs)
+
+def ctc_on_cuda():
+    """ctc_loss asks the CUDA-only _use_cudnn_ctc_loss on a 'cuda' device."""
+    log_probs = torch.randn(6, 2, 5).log_softmax(2)
+    targets, lengths, target_lengths = torch.randint(1, 5, (2, 3)), torch.full((2,), 6), torch.full((2,), 3)
+    loss = torch.nn.functional.ctc_loss(log_probs.to("cuda"), targets.to("cuda"), lengths, target_lengths)
+    return torch.allclose(loss.cpu(), torch.nn.functional.ctc_loss(log_probs, targets, lengths, target_lengths))
+check("ctc_on_cuda", ctc_on_cuda)
 
 def sparse():
     torch.randn(3, 3, device="xpu").to_sparse()
@@ -81,6 +90,10 @@ def test_dispatch_stub_composites_run(session):
     record = session["stubs"]
     assert record["ok"], record
     assert record["value"] == {"mode": True, "conj_physical_": True, "svd": True}
+
+
+def test_ctc_loss_on_emulated_cuda_skips_cudnn(session):
+    assert session["ctc_on_cuda"] == {"ok": True, "value": True}, session["ctc_on_cuda"]
 
 
 def test_device_tensor_times_a_conj_cpu_scalar_and_its_gradient():

@@ -15,6 +15,8 @@
 //    gradient on XPU only (real XPU kernels accept one, the CPU kernel does not): made contiguous;
 //  * _copy_from and _copy_from_and_resize, which have no CPU kernel but which torch's copying CPU
 //    fallback (at::native::cpu_fallback) uses to write results back to a device;
+//  * _use_cudnn_ctc_loss and _use_miopen_ctc_loss, which ctc_loss asks on 'cuda' and which only
+//    CUDA builds implement: false;
 //  * _to_copy with non_blocking=True to the CPU, which asks torch's accelerator for pinned memory,
 //    when there may be none (emulated 'cuda'): copies run synchronously anyway, so it is dropped.
 #include "emulation.h"
@@ -146,6 +148,17 @@ void copy_from_and_resize(const c10::OperatorHandle& /*op*/, torch::jit::Stack* 
   stack->push_back(std::move(dst));
 }
 
+// _use_{cudnn,miopen}_ctc_loss[.Tensor](log_probs, targets, input_lengths, target_lengths, blank)
+// -> bool, which ctc_loss asks on a 'cuda' device and which only CUDA builds implement: there is
+// neither cuDNN nor MIOpen here.
+constexpr const char* kVendorLibraryProbes[] = {
+    "_use_cudnn_ctc_loss", "_use_cudnn_ctc_loss.Tensor", "_use_miopen_ctc_loss", "_use_miopen_ctc_loss.Tensor"};
+
+void no_vendor_library(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  torch::jit::drop(*stack, 5);
+  stack->push_back(false);
+}
+
 c10::DispatchKey autograd_key(c10::DeviceType type) {
   switch (type) {
     case c10::DeviceType::CUDA: return c10::DispatchKey::AutogradCUDA;
@@ -176,6 +189,9 @@ void register_composite_overrides(c10::DeviceType type) {
   host->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&synchronous_to_copy>());
   host->impl("_copy_from", torch::CppFunction::makeFromBoxedFunction<&copy_from>());
   host->impl("_copy_from_and_resize", torch::CppFunction::makeFromBoxedFunction<&copy_from_and_resize>());
+  for (const char* name : kVendorLibraryProbes) {
+    host->impl(name, torch::CppFunction::makeFromBoxedFunction<&no_vendor_library>());
+  }
   // An implicit composite with a backend kernel loses its autograd formula on that backend, so the
   // math decomposition is registered for the backend's autograd key too.
   auto grad = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", autograd_key(type), __FILE__, __LINE__);

@@ -7,7 +7,7 @@ import torch
 from torchplug import warn
 from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus
 
-BUILD_HINT = "build them once (about a minute) with: torchplug doctor cpu"
+BUILD_HINT = "build them once with: torchplug build cpu"
 
 
 class CpuBackend(Backend):
@@ -33,7 +33,10 @@ class CpuBackend(Backend):
         except Exception as err:  # e.g. a TORCHPLUG_CPU_ISA this CPU cannot run: the device still works
             self.kernel_problem = f"kernels not registered: {str(err).removeprefix('torchplug-cpu: ')}"
         if self.kernel_problem:
-            warn(f"torchplug-cpu: {self.kernel_problem}")
+            from torchplug.entrypoints.build import about_to_build  # argparse & co: only on this path
+
+            if not about_to_build():  # `torchplug build` / `doctor` is about to fix it
+                warn(f"torchplug-cpu: {self.kernel_problem}")
 
     def status(self) -> DeviceStatus:
         from . import kernels

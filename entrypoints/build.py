@@ -1,0 +1,94 @@
+"""`torchplug build`: compile torchplug's C++ extensions now, instead of on first use.
+
+Each target is built (or found in the cache) in turn; while the compiler runs, torchplug.extension
+prints a progress line. Use it to pre-bake a container image, or before timing anything.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from .table import format_table
+
+
+def _dispatcher() -> ModuleType:
+    from ..dispatcher import native
+
+    return native.extension()
+
+
+def _emulation() -> ModuleType:
+    from ..emulation import build
+
+    return build.load()
+
+
+def _cpu() -> ModuleType:
+    try:
+        from torchplug_cpu import kernels
+    except ImportError as err:
+        raise SystemExit("torchplug build cpu: torchplug-cpu is not installed; from a torchplug checkout: "
+                         "pip install ./devices/cpu") from err
+    return kernels.extension()
+
+
+# target -> the extensions it needs, in build order: (extension name, build-or-load function)
+TARGETS: dict[str, list[tuple[str, Callable[[], ModuleType]]]] = {
+    "dispatcher": [("torchplug_dispatch", _dispatcher)],
+    "emulation": [("torchplug_emulation", _emulation)],
+    # the CPU kernels register through the dispatcher's C++ half, so they need it too
+    "cpu": [("torchplug_dispatch", _dispatcher), ("torchplug_cpu_ext", _cpu)],
+}
+
+
+def about_to_build(argv: Sequence[str] = sys.argv) -> bool:
+    """True in `torchplug build` and in a `torchplug doctor` that checks the CPU: they build what is
+    missing, so a "not built yet" warning at their own ``import torch`` would be wrong by the end."""
+    if os.path.basename(argv[0]) != "torchplug" or len(argv) < 2:
+        return False
+    devices = [arg for arg in argv[2:] if not arg.startswith("-")]
+    return argv[1] == "build" or (argv[1] == "doctor" and (not devices or "cpu" in devices))
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .. import extension
+
+    unknown = [target for target in args.targets if target not in TARGETS]
+    if unknown:
+        print(f"torchplug build: unknown target {unknown[0]!r}; choose from {', '.join(TARGETS)} or --all",
+              file=sys.stderr)
+        return 2
+    targets = list(TARGETS) if args.all or not args.targets else args.targets
+    results, done = [], set()
+    for target in targets:
+        for name, build in TARGETS[target]:
+            if name in done:
+                continue
+            done.add(name)
+            compiled_before, start = len(extension.builds), time.perf_counter()
+            build()
+            compiled = len(extension.builds) > compiled_before
+            results.append({"target": target, "extension": name, "result": "built" if compiled else "cached",
+                            "seconds": round(time.perf_counter() - start, 2)})
+    if args.json:
+        print(json.dumps({"cache": str(extension.cache_dir()), "results": results}, indent=2))
+    else:
+        print(format_table(("TARGET", "EXTENSION", "RESULT", "SECONDS"),
+                           [(r["target"], r["extension"], r["result"], f"{r['seconds']:.1f}") for r in results]))
+        print(f"\ncache: {extension.cache_dir()}")
+    return 0
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    build = commands.add_parser(
+        "build", help="compile torchplug's C++ extensions now (they otherwise build on first use)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("targets", nargs="*", metavar="TARGET",
+                       help=f"what to build: {', '.join(TARGETS)} (default, or --all: every one)")
+    build.add_argument("--all", action="store_true", help="build every target (the default)")
+    build.add_argument("--json", action="store_true", help="machine-readable results")
+    build.set_defaults(run=cmd_build)

@@ -1,0 +1,85 @@
+"""The conformance suite's pieces that need no device: comparison, arbitration, manifests, grouping."""
+
+import math
+
+import pytest
+import torch
+
+from torchplug.conformance.cases import Case, CaseResult
+from torchplug.conformance.compare import compare, statistics
+from torchplug.conformance.manifest import Entry, Manifest, ManifestError, load, updated
+from torchplug.conformance.report.groups import cause, failure_groups
+
+
+def test_per_dtype_tolerance_and_nan():
+    expected = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare([expected.clone()], [expected]).ok
+    off = expected + torch.tensor([1e-3, 0.0, 0.0])
+    verdict = compare([off], [expected])
+    assert not verdict.ok and verdict.mismatches == 1 and verdict.max_abs == pytest.approx(1e-3, rel=1e-3)
+    half = torch.tensor([1.0, 2.0], dtype=torch.float16)
+    assert compare([half + torch.tensor([0.0, 1e-3], dtype=torch.float16)], [half]).ok  # within fp16's rtol
+
+
+def test_structure_mismatches_name_what_differs():
+    x = torch.ones(3)
+    assert "dtype torch.float64" in compare([x.double()], [x]).detail
+    assert "shape (2,)" in compare([torch.ones(2)], [x]).detail
+    assert "2 outputs" in compare([x, x], [x]).detail
+    assert not compare([3], [4]).ok and compare([math.nan], [math.nan]).ok
+
+
+def test_float64_arbitration_accepts_a_device_closer_to_float64_than_the_cpu():
+    ulp = 2.0 ** -10  # float16 spacing at 1.0
+    exact = torch.tensor([1.0015], dtype=torch.float64)
+    cpu = torch.tensor([1.0], dtype=torch.float16)  # CPU error 1.5e-3
+    closer = torch.tensor([1 + 2 * ulp], dtype=torch.float16)  # 2 ulps from the CPU: a mismatch, error 4.5e-4
+    accepted = compare([closer], [cpu], lambda: [exact])
+    assert accepted.ok and accepted.arbitrated and "within 4x" in accepted.detail
+    assert not compare([closer], [cpu]).ok  # without float64 it is a mismatch
+    farther = torch.tensor([1 + 8 * ulp], dtype=torch.float16)  # error 6.3e-3 > 4 x 1.5e-3
+    rejected = compare([farther], [cpu], lambda: [exact])
+    assert not rejected.ok and rejected.arbitrated and "float64 arbitration" in rejected.detail
+
+
+def test_random_ops_get_statistics_not_values():
+    torch.manual_seed(0)
+    a, b = torch.randn(4096), torch.randn(4096)
+    assert statistics([a], [b], "random").ok
+    assert not statistics([a + 3], [b], "random").ok
+    assert statistics([torch.empty(5)], [torch.empty(5)], "undefined").ok
+
+
+def _result(op, dtype, mode, status, detail=""):
+    return CaseResult(Case(op, dtype, mode, 0), status, detail)
+
+
+def test_manifest_xfail_xpass_and_runtime(tmp_path):
+    path = tmp_path / "conformance.toml"
+    path.write_text('[[xfail]]\nreason = "known"\nops = ["linalg.*"]\nmodes = ["out"]\nruntime = ["emulated"]\n')
+    manifest = load(path)
+    manifest.runtime = "emulated"
+    assert manifest.apply(_result("linalg.svd", "float32", "out", "fail", "x"), "smoke").status == "xfail"
+    assert manifest.apply(_result("linalg.svd", "float32", "out", "pass"), "smoke").status == "xpass"
+    assert manifest.apply(_result("linalg.svd", "float32", "eager", "fail"), "smoke").status == "fail"
+    manifest.runtime = "native"
+    assert manifest.apply(_result("linalg.svd", "float32", "out", "fail"), "smoke").status == "fail"
+    path.write_text('[[xfail]]\nops = ["a"]\n')
+    with pytest.raises(ManifestError, match="needs a reason and ops"):
+        load(path)
+
+
+def test_update_manifest_drops_fixed_entries_and_groups_new_failures():
+    old = Manifest(None, [Entry("xfail", "fixed now", ("abs",)), Entry("xfail", "other tier", ("sin",), tiers=("full",))])
+    cases = [
+        {"op": "abs", "dtype": "float32", "mode": "eager", "sample": 0, "status": "xpass", "detail": ""},
+        {"op": "neg", "dtype": "float16", "mode": "eager", "sample": 0, "status": "fail", "detail": "output 0: 3 of 4 differ"},
+        {"op": "exp", "dtype": "float16", "mode": "eager", "sample": 1, "status": "fail", "detail": "output 0: 1 of 9 differ"},
+    ]
+    report = {"selection": {"tier": "smoke", "dtypes": ["float32", "float16"]}, "backend": {"name": "x", "mode": "native"},
+              "cases": cases}
+    text = updated(old, report)
+    assert "fixed now" not in text and "other tier" in text
+    assert 'ops = ["exp", "neg"]' in text and 'dtypes = ["float16"]' in text and 'modes = ["eager"]' in text
+    assert len(failure_groups(cases)) == 2  # the xpass, and the two failures with one cause
+    assert cause("output 0: 3 of 4 differ (max abs 1.5)") == cause("output 1: 7 of 8 differ (max abs 2)")
