@@ -30,6 +30,11 @@ def requested(backend_name: str) -> bool:
     return os.environ.get(MODE_VARIABLE) == "triton" and backend_name in TARGETS
 
 
+def requested_for_metal(device_type: str) -> bool:
+    """The same setting on emulated mps: Inductor's Metal codegen, its source kept (metal.py)."""
+    return os.environ.get(MODE_VARIABLE) == "triton" and device_type == "mps"
+
+
 def interpret_if_requested(backend_name: str) -> None:
     """At autoload, for an emulated backend: turn Triton's interpreter on if this mode is asked for.
 

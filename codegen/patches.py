@@ -98,6 +98,13 @@ def add_interpreted_device(device_type: str, driver: Any) -> None:
     triton_helpers.set_driver_to_gpu.torchplug_keeps = driver
 
 
+def replace_metal_compiler(runtime_utils: ModuleType, compile_shader: Callable[[str], Any]) -> None:
+    """Inductor compiles its Metal libraries through runtime_utils.compile_mps_shader (torch.mps.compile_shader)."""
+    _apply_once()
+    _require(runtime_utils, "compile_mps_shader", "compile_mps_shaders")
+    runtime_utils.compile_mps_shader = compile_shader
+
+
 def _apply_once() -> None:
     global _applied
     if _applied:

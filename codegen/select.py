@@ -27,6 +27,10 @@ def _choose(backend) -> CodegenTarget | None:
 
         if fidelity.requested(backend.spec.name):
             return fidelity.TritonInterpreterTarget(backend.spec.name, device_type)
+        if fidelity.requested_for_metal(device_type):
+            from .metal import MetalCaptureTarget
+
+            return MetalCaptureTarget(device_type)
         from .host import HostCppTarget
 
         return HostCppTarget(device_type)

@@ -36,14 +36,17 @@ _libraries: dict[str, torch.library.Library] = {}  # dispatch key -> its registr
 _extension: ModuleType | None = None  # build.load(), kept: looking it up per call costs 25 us
 
 
-def c10d_ops() -> list[str]:
-    """Every c10d op with a CPU kernel: the ones an emulated device can run through gloo."""
+def c10d_ops() -> list[torch._ops.OpOverload]:
+    """The c10d collectives (ops taking a process group) that have a CPU kernel gloo can serve."""
     ops = []
-    for qualified in torch._C._dispatch_get_all_op_names():
+    for qualified in sorted(torch._C._dispatch_get_all_op_names()):
         namespace, _, name = qualified.partition("::")
-        if namespace == "c10d" and torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CPU"):
-            ops.append(name)
-    return sorted(ops)
+        if namespace != "c10d" or not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CPU"):
+            continue
+        op = getattr(torch.ops.c10d, name).default
+        if any(_GROUP in str(argument.type) for argument in op._schema.arguments):
+            ops.append(op)
+    return ops
 
 
 def install(device_type: str, dispatch_key: str) -> None:
@@ -58,9 +61,8 @@ def install(device_type: str, dispatch_key: str) -> None:
             # CUDA and PrivateUse1 already have kernels that expect a real device runtime; on a build
             # without one (the only place devices are emulated) ours replace them, which torch warns about.
             warnings.simplefilter("ignore")
-            for name in c10d_ops():
-                op = getattr(torch.ops.c10d, name).default
-                library.impl(name, _kernel(op, device_type), dispatch_key)
+            for op in c10d_ops():
+                library.impl(op.name().partition("::")[2], _kernel(op, device_type), dispatch_key)
         _libraries[dispatch_key] = library
 
 

@@ -46,3 +46,18 @@ def test_triton_codegen_runs_interpreted(device):
     for name in ("pointwise", "softmax", "layer_norm"):
         assert results[name]["value"] == [True, False], name  # Triton kernels, not the host target's C++
     assert results["cpu"]["value"] == [False, True]
+
+
+def test_metal_codegen_for_emulated_mps_keeps_the_source():
+    code = CHECKS + """
+import torch
+from torchplug.codegen import metal
+x = torch.randn(8, 33, device="mps")
+check("call", lambda: torch.compile(lambda a: torch.softmax(a, -1) * 2)(x))
+check("sources", lambda: [path.read_text() for path in metal.captured])
+print(json.dumps(RESULTS))
+"""
+    results = run_json(code, TORCHPLUG_EMULATE="mps", TORCHPLUG_EMULATE_INDUCTOR="triton")
+    call, sources = results["call"], results["sources"]
+    assert not call["ok"] and "cannot run here" in call["message"] and ".metal" in call["message"]
+    assert sources["ok"] and any("kernel void" in source for source in sources["value"])
