@@ -10,11 +10,24 @@ import torch
 from torch._dynamo.device_interface import DeviceInterface
 
 
-def interface_for(module: Any, triton_capable: bool = False) -> type[DeviceInterface]:
-    """A DeviceInterface class serving the emulated device module `module` (a DeviceModule).
+def register_interface(module: Any, triton_capable: bool = False, capability: int | None = None) -> None:
+    """Make Dynamo and Inductor reach the emulated device `module` (a DeviceModule) through our interface.
 
-    `triton_capable` is True in fidelity mode, where Inductor generates Triton for the device.
+    `triton_capable` is True in fidelity mode, where Inductor generates Triton for the device, and
+    `capability` the compute capability Triton's heuristics see there (the device module reports none).
     """
+    from torch._dynamo.device_interface import get_registered_device_interfaces, register_interface_for_device
+
+    interface = interface_for(module, triton_capable, capability)
+    # torch fills its built-in interfaces lazily, overwriting cuda/xpu/mps: let it, then replace.
+    dict(get_registered_device_interfaces())
+    register_interface_for_device(module.type, interface)
+    for index in range(module.device_count()):
+        register_interface_for_device(f"{module.type}:{index}", interface)
+
+
+def interface_for(module: Any, triton_capable: bool = False, capability: int | None = None) -> type[DeviceInterface]:
+    """A DeviceInterface class serving the emulated device module `module` (a DeviceModule)."""
 
     class EmulatedInterface(DeviceInterface):
         device = module.device
@@ -56,6 +69,8 @@ def interface_for(module: Any, triton_capable: bool = False) -> type[DeviceInter
 
         @staticmethod
         def get_compute_capability(device: torch.types.Device = None) -> Any:
+            if capability is not None:
+                return capability
             props = module.get_device_properties(device)
             return props.major * 10 + props.minor
 

@@ -32,6 +32,10 @@ def arm(backend: Any) -> None:
         hook_streams, _streams_hooked = emulated and not _streams_hooked, _streams_hooked or emulated
     if hook_entry:
         after_import(_ENTRY_MODULE, _wrap_entry_points, "torchplug's torch.compile targets")
+    if emulated:
+        from .fidelity import interpret_if_requested
+
+        interpret_if_requested(backend.spec.name)
     if hook_streams:
         from .patches import patch_dynamo_streams
 

@@ -40,35 +40,30 @@ class HostCppTarget(CodegenTarget):
         with _lock:
             if self._installed:
                 return
-            from torch._dynamo.device_interface import get_registered_device_interfaces, register_interface_for_device
             from torch._inductor.codegen import common
             from torch._inductor.codegen.cpp import CppScheduling
 
             from ..emulation.hooks import device_module
-            from .device_interface import interface_for
+            from .device_interface import register_interface
             from .passes import TargetPass
             from .patches import add_host_device
             from .wrapper import HostWrapperCodegen
 
             module = device_module(self.device_type)
             add_host_device(self.device_type)
-            # torch fills its built-in interfaces lazily, overwriting cuda/xpu/mps: fill them first.
-            dict(get_registered_device_interfaces())
-            interface = interface_for(module)
-            register_interface_for_device(self.device_type, interface)
-            for index in range(module.device_count()):
-                register_interface_for_device(f"{self.device_type}:{index}", interface)
+            register_interface(module)
             common.register_backend_for_device(
                 self.device_type, CppScheduling, HostWrapperCodegen, RefusedCppWrapper,
                 device_custom_pass=TargetPass(self),
             )
             # torch registers its own cuda/xpu/mps overrides when first asked: let it, then replace.
             common._initialize_device_op_overrides()
-            common.register_device_op_overrides(self.device_type, _host_op_overrides(self.device_type))
+            common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
             self._installed = True
 
 
-def _host_op_overrides(device_type: str) -> Any:
+def host_op_overrides(device_type: str) -> Any:
+    """The snippets Inductor's Python wrapper writes for device and stream handling on an emulated device."""
     from torch._inductor.codegen.common import DeviceOpOverrides
 
     class HostDeviceOpOverrides(DeviceOpOverrides):

@@ -21,6 +21,7 @@ TORCH_RANGE = ">=2.11,<2.14"
 
 _TRITON_TYPES = ("cuda", "xpu", "mtia")  # the device types torch would generate Triton for
 _host_types: set[str] = set()
+_interpreted_types: set[str] = set()  # fidelity mode: Triton codegen, run by Triton's interpreter
 _applied = False
 
 
@@ -76,6 +77,34 @@ def patch_dynamo_streams(dynamo: ModuleType) -> None:
     _replace_everywhere("torch._dynamo", "get_current_stream", original, replacement)
 
 
+def add_interpreted_device(device_type: str, driver: Any) -> None:
+    """Let Inductor generate Triton for emulated `device_type`, with `driver` standing in for a GPU's."""
+    _apply_once()
+    import triton
+    from torch._inductor.runtime import triton_helpers
+
+    _require(triton_helpers, "set_driver_to_gpu")
+    _interpreted_types.add(device_type)
+    triton.runtime.driver.set_active(driver)
+    original = triton_helpers.set_driver_to_gpu
+    if getattr(original, "torchplug_keeps", None) is None:
+
+        def set_driver_to_gpu() -> None:
+            # Generated kernels ask for a GPU driver; with none present, the stand-in stays active.
+            if triton.runtime.driver.active is not set_driver_to_gpu.torchplug_keeps:
+                original()
+
+        triton_helpers.set_driver_to_gpu = set_driver_to_gpu
+    triton_helpers.set_driver_to_gpu.torchplug_keeps = driver
+
+
+def replace_metal_compiler(runtime_utils: ModuleType, compile_shader: Callable[[str], Any]) -> None:
+    """Inductor compiles its Metal libraries through runtime_utils.compile_mps_shader (torch.mps.compile_shader)."""
+    _apply_once()
+    _require(runtime_utils, "compile_mps_shader", "compile_mps_shaders")
+    runtime_utils.compile_mps_shader = compile_shader
+
+
 def _apply_once() -> None:
     global _applied
     if _applied:
@@ -113,6 +142,8 @@ def _apply_once() -> None:
     original_has_triton = _triton.has_triton
 
     def has_triton() -> bool:
+        if _interpreted_types:
+            return True  # the fidelity target installed only after finding the triton package
         # torch asks whether any cuda/xpu device is available; a host-memory one cannot run Triton.
         if _host_types and not any(t not in _host_types and getattr(torch, t).is_available() for t in _TRITON_TYPES):
             return False

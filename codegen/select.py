@@ -23,6 +23,14 @@ def target_for(backend) -> CodegenTarget | None:
 def _choose(backend) -> CodegenTarget | None:
     mode, device_type = backend.status().mode, backend.spec.device_type
     if mode == "emulated":
+        from . import fidelity
+
+        if fidelity.requested(backend.spec.name):
+            return fidelity.TritonInterpreterTarget(backend.spec.name, device_type)
+        if fidelity.requested_for_metal(device_type):
+            from .metal import MetalCaptureTarget
+
+            return MetalCaptureTarget(device_type)
         from .host import HostCppTarget
 
         return HostCppTarget(device_type)

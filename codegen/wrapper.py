@@ -1,8 +1,9 @@
-"""Inductor's Python wrapper for a host-memory device: buffers on the device, kernels without streams.
+"""Inductor's Python wrappers for emulated devices: buffers on the device, kernels without streams.
 
-The kernels are Inductor's C++ kernels, called with host pointers: an emulated device's memory is
-host memory. Only allocation (torch's fast paths would allocate real cuda/xpu memory) and the
-kernel call (torch passes a stream to kernels on cuda/xpu) differ from the CPU's wrapper.
+An emulated device's memory is host memory. The host target calls Inductor's C++ kernels with host
+pointers (`HostWrapperCodegen`); the fidelity mode calls Inductor's Triton kernels, which run under
+Triton's interpreter (`InterpretedWrapperCodegen`). Both allocate through torch's dispatcher:
+torch's fast paths (`empty_strided_cuda`, ...) would ask a CPU-only torch for real GPU memory.
 """
 
 from typing import Any
@@ -11,7 +12,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.virtualized import V
 
 
-class _HostDevice:
+class _DeviceAllocation:
     def make_allocation(self, name: str, device: Any, dtype: Any, shape: Any, stride: Any,
                         allocation_shape: Any = None, is_pinned: bool = False) -> str:
         if device.type == "cpu":
@@ -22,6 +23,8 @@ class _HostDevice:
         line = f"{name} = empty_strided({allocation}, {strides}, device='{device}', dtype={dtype})"
         return line if size == allocation else f"{line}.as_strided({size}, {strides})"
 
+
+class _HostKernelCalls(_DeviceAllocation):
     def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                      triton: bool = True, **kwargs: Any) -> None:
         device = device or V.graph.get_current_device_or_throw()
@@ -30,14 +33,19 @@ class _HostDevice:
         self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # host code: no stream to pass
 
 
-class HostSubgraphWrapperCodegen(_HostDevice, SubgraphPythonWrapperCodegen):
-    pass
+def _wrapper_classes(mixin: type, name: str) -> type:
+    """A top-level wrapper class with `mixin`, whose subgraphs (control flow) get the mixin too."""
+    subgraph = type(f"{name}Subgraph", (mixin, SubgraphPythonWrapperCodegen), {})
 
-
-class HostWrapperCodegen(_HostDevice, PythonWrapperCodegen):
-    @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
                partition_signatures: Any = None) -> PythonWrapperCodegen:
         if is_subgraph:
-            return HostSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return HostWrapperCodegen()
+            return subgraph(subgraph_name, parent_wrapper, partition_signatures)
+        return top()
+
+    top = type(name, (mixin, PythonWrapperCodegen), {"create": staticmethod(create)})
+    return top
+
+
+HostWrapperCodegen = _wrapper_classes(_HostKernelCalls, "HostWrapperCodegen")
+InterpretedWrapperCodegen = _wrapper_classes(_DeviceAllocation, "InterpretedWrapperCodegen")

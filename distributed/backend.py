@@ -1,14 +1,14 @@
 """The c10d backend torchplug registers for emulated devices: torch's own gloo, on host memory.
 
 `init_process_group("xccl")` on emulated xpu (or "nccl" on emulated cuda, or no backend at all)
-creates a ProcessGroupGloo serving the emulated device types and the CPU. Its collectives reach
-gloo through host_route.py, which presents the device tensors as CPU tensors over the same bytes.
+creates a ProcessGroupGloo serving the emulated device types and the CPU. Their collectives reach
+it through host_route.py, which presents the device tensors as CPU tensors over the same bytes.
 """
 
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
-from . import build, host_route, peers
+from . import peers
 
 NAME = "torchplug"  # the name torch.distributed.get_backend() reports for an emulated group
 
@@ -17,11 +17,7 @@ def create(options: "dist.distributed_c10d._DistributedBackendOptions", _backend
     """Backend.register_backend's creator (extended API): one gloo group for the emulated device types."""
     from . import emulated_types
 
-    build.load()  # compiled on first use: now, not inside the first collective
-    served = emulated_types()
-    for device_type, dispatch_key in served.items():
-        host_route.install(device_type, dispatch_key)
-    peers.exchange(options, sorted(served))
+    peers.exchange(options, sorted(emulated_types()))
     gloo = ProcessGroupGloo(options.store, options.group_rank, options.group_size, timeout=options.timeout)
     gloo.options.global_ranks_in_group = list(options.global_ranks_in_group)
     gloo.options.group_name = options.group_id

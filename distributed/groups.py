@@ -6,8 +6,9 @@ or XCCL. Every group, the default one and new_group()'s, is made by
 distributed_c10d._new_process_group_helper, so translating its backend argument covers all of
 them: "xccl" becomes "cpu:torchplug,xpu:torchplug" (the CPU entry is where torch's c10d kernels
 find gloo, see host_route.py). Only emulated device types are translated: CPU keeps gloo, and
-a device torch really drives keeps its native backend. destroy_process_group also forgets the
-group's peers (peers.py).
+a device torch really drives keeps its native backend. The first group made routes the emulated
+types' c10d ops to gloo (host_route.py), whatever its backend (plain "gloo" serves emulated cuda
+as it serves real cuda). destroy_process_group also forgets the group's peers (peers.py).
 """
 
 import functools
@@ -16,7 +17,7 @@ from collections.abc import Callable, Collection
 from torch.distributed import ProcessGroup
 from torch.distributed import distributed_c10d as c10d
 
-from . import peers
+from . import host_route, peers
 from .backend import NAME
 
 # The collective library each device type's own name stands for; torch lacks them where we emulate.
@@ -45,7 +46,7 @@ def _accelerator_type() -> str:
     return torch._C._get_accelerator().type
 
 
-def install(emulated: Callable[[], Collection[str]]) -> None:
+def install(emulated: Callable[[], dict[str, str]]) -> None:
     """Wrap torch.distributed's group creation and destruction. Idempotent."""
     if getattr(c10d._new_process_group_helper, "__torchplug__", False):
         return
@@ -53,6 +54,8 @@ def install(emulated: Callable[[], Collection[str]]) -> None:
 
     @functools.wraps(create)
     def new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+        for device_type, dispatch_key in emulated().items():
+            host_route.install(device_type, dispatch_key)
         translated = translate(backend, emulated())
         group, store = create(group_size, group_rank, global_ranks_in_group, c10d.Backend(translated), *args, **kwargs)
         if translated != str(backend).lower() and isinstance(group, ProcessGroup):

@@ -4,6 +4,7 @@ NCCL runs an uneven all_gather as one broadcast per rank; so do we, on host alia
 copies its input into its own output slot, then every slot is broadcast from its owner.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -11,8 +12,8 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
 
-def allgather(op: torch._ops.OpOverload):
-    """c10d::allgather_ on host aliases: gloo's own allgather, or broadcasts when the outputs differ in size."""
+def allgather(op: Callable[..., Any]) -> Callable[..., Any]:
+    """c10d::allgather_ on host aliases (`op` runs its CPU kernel): gloo's allgather, or broadcasts if uneven."""
 
     def run(output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], group: torch.ScriptObject,
             *args: Any, **kwargs: Any) -> tuple[list[list[torch.Tensor]], torch.ScriptObject]:

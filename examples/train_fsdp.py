@@ -1,7 +1,10 @@
 """Sharded training with FSDP2 (torch.distributed.fsdp.fully_shard): ordinary torch code, any device.
 
-    TORCHPLUG_EMULATE=cuda torchrun --nproc-per-node=2 examples/train_fsdp.py    # emulated cuda:0, cuda:1
     TORCHPLUG_EMULATE=xpu torchrun --nproc-per-node=2 examples/train_fsdp.py     # emulated xpu:0, xpu:1
+    torchrun --nproc-per-node=2 examples/train_fsdp.py --device cpu              # plain CPU on gloo
+
+(On real GPUs the first line without TORCHPLUG_EMULATE trains on cuda with NCCL. Emulated cuda
+cannot train with torch's CPU wheel, which rules out its autograd: see docs/distributed.md.)
 
 Each rank holds half of every parameter; all_gather_into_tensor rebuilds them for the forward and
 backward, and reduce_scatter_tensor shards the gradients. Rank 0 prints the final loss and a

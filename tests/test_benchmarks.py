@@ -3,12 +3,11 @@
 import argparse
 import importlib.util
 import json
-import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, clean_env
+from conftest import REPO, clean_env, run_process
 
 BENCHMARKS = REPO / "benchmarks"
 SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name != "common.py")
@@ -55,16 +54,15 @@ def test_a_failed_verdict_makes_the_exit_status_non_zero_and_the_json_says_why(t
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_benchmark_takes_json_and_documents_its_verdicts(script):
-    result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"], env=clean_env(),
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
+    result = run_process([sys.executable, BENCHMARKS / script, "--help"], env=clean_env())
     assert "--json PATH" in result.stdout and "Verdict" in result.stdout
 
 
 def test_emulation_benchmark_writes_its_figures_and_exits_by_its_verdicts(tmp_path):
     out = tmp_path / "emulation.json"
-    result = subprocess.run([sys.executable, str(BENCHMARKS / "emulation.py"), "--rounds", "2", "--json", str(out)],
-                            env=clean_env(), capture_output=True, text=True, timeout=600)
+    result = run_process([sys.executable, BENCHMARKS / "emulation.py", "--rounds", "2", "--json", out],
+                         check=False, env=clean_env())
+    assert out.exists(), result.stdout + result.stderr
     figures = json.loads(out.read_text())
     assert result.returncode == (0 if figures["passed"] else 1), result.stdout + result.stderr
     assert len(figures["verdicts"]) == 3 and all(m["repeats"] == 2 for m in figures["measurements"])

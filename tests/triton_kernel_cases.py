@@ -185,9 +185,12 @@ def leaf(device, t):
 
 
 def needs_autograd(device):
-    """None, or why backward through autograd cannot run on this emulated device (then the case skips)."""
-    if device == "cuda":  # emulation's limit, not the kernels': see docs/emulation.md
+    """None, or why backward through autograd cannot run on this emulated device (then the case skips).
+    These are emulation's limits, not the kernels': torch's autograd engine serves one accelerator type."""
+    if device == "cuda":
         return "SKIP: autograd's engine cannot run backward on emulated cuda with a CPU-only torch"
+    if torch.version.cuda or torch.version.hip:
+        return f"SKIP: torch {torch.__version__} has a GPU runtime: autograd refuses a second accelerator ({device})"
     return None
 
 

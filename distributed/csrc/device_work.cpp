@@ -1,30 +1,61 @@
-// A c10d Work for a collective that gloo runs on host aliases of emulated device tensors.
+// The c10d Work of a collective that gloo runs on host aliases of emulated device tensors.
 //
-// It waits on gloo's own Work, so wait() honours timeouts, and raises gloo's failures as
-// torch.distributed.DistBackendError with the rank that caused them named (peers.explain). Its
-// future (made in host_route.py) holds the caller's device tensors, not their host aliases.
-// torch's own future-wrapping Work cannot stand in for it: its wait() returns normally when the
-// future failed, which would turn a dead peer into a silently wrong result.
+// Its future completes when gloo's does, with the caller's device tensors in place of the host
+// aliases (so DDP's comm hooks and async_op users see their own tensors), or with gloo's failure
+// raised as torch.distributed.DistBackendError naming the rank that caused it (peers.explain).
+// All of it runs in C++ on gloo's thread, without the GIL, except the explanation of a failure.
+// torch's own future-wrapping Work cannot stand in for this: its wait() returns normally when
+// the future failed, which would turn a dead peer into a silently wrong result.
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <chrono>
 #include <exception>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace {
 
+// Host alias TensorImpl -> the caller's device tensor.
+using AliasMap = std::unordered_map<const c10::TensorImpl*, at::Tensor>;
+
+c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases) {
+  if (value.isTensor()) {
+    auto found = aliases.find(value.toTensor().unsafeGetTensorImpl());
+    return found == aliases.end() ? value : c10::IValue(found->second);
+  }
+  if (value.isList()) {
+    auto list = value.toList();
+    c10::impl::GenericList mapped(list.elementType());
+    mapped.reserve(list.size());
+    for (const c10::IValue& element : list) {
+      mapped.push_back(to_device(element, aliases));
+    }
+    return mapped;
+  }
+  return value;
+}
+
+std::string explain(const std::string& op, const std::string& group, int group_rank, std::exception_ptr error) {
+  std::string cause;
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const c10::Error& err) {
+    cause = err.what_without_backtrace();
+  } catch (const std::exception& err) {
+    cause = err.what();
+  }
+  py::gil_scoped_acquire gil;
+  return py::module_::import("torchplug.distributed.peers").attr("explain")(op, group, group_rank, cause)
+      .cast<std::string>();
+}
+
 class DeviceWork : public c10d::Work {
  public:
-  DeviceWork(c10::intrusive_ptr<c10d::Work> gloo, c10::intrusive_ptr<c10::ivalue::Future> future, std::string op,
-             std::string group, int group_rank)
-      : c10d::Work(-1, gloo->retrieveOpType()),
-        gloo_(std::move(gloo)),
-        future_(std::move(future)),
-        op_(std::move(op)),
-        group_(std::move(group)),
-        group_rank_(group_rank) {}
+  DeviceWork(c10::intrusive_ptr<c10d::Work> gloo, c10::intrusive_ptr<c10::ivalue::Future> future)
+      : c10d::Work(-1, gloo->retrieveOpType()), gloo_(std::move(gloo)), future_(std::move(future)) {}
 
   bool isCompleted() override {
     return future_->completed();
@@ -51,13 +82,16 @@ class DeviceWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override {
     try {
       gloo_->wait(timeout);
-    } catch (const std::exception& err) {
+    } catch (...) {
       if (!gloo_->isCompleted()) {
         throw;  // the wait itself timed out; the collective may still finish
       }
-      C10_THROW_ERROR(DistBackendError, explain(err));
+      // gloo failed: the future, completed by the same event, carries the explained error.
     }
-    future_->wait();  // its callback has mapped gloo's result to the device tensors
+    future_->wait();
+    if (future_->hasError()) {
+      std::rethrow_exception(future_->exception_ptr());
+    }
     return true;
   }
 
@@ -72,27 +106,38 @@ class DeviceWork : public c10d::Work {
  private:
   c10::intrusive_ptr<c10d::Work> gloo_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::string op_;
-  std::string group_;
-  int group_rank_;
-
-  std::string explain(const std::exception& err) const {
-    const auto* error = dynamic_cast<const c10::Error*>(&err);
-    std::string cause = error ? error->what_without_backtrace() : err.what();
-    py::gil_scoped_acquire gil;
-    return py::module_::import("torchplug.distributed.peers").attr("explain")(op_, group_, group_rank_, cause)
-        .cast<std::string>();
-  }
 };
 
-py::object device_work(const py::object& boxed_work, const py::object& future, std::string op, std::string group,
-                       int group_rank) {
+// `boxed_work` (gloo's, over `hosts`) wrapped so that it completes with `devices`; send/recv
+// works, which have no future, are returned unchanged (their wait() raises gloo's own error).
+py::object device_work(const py::object& boxed_work, const std::vector<at::Tensor>& hosts,
+                       const std::vector<at::Tensor>& devices, std::string op, std::string group, int group_rank) {
   auto work = torch::jit::toIValue(boxed_work, c10::getCustomClassType<c10::intrusive_ptr<c10d::Work>>())
                   .toCustomClass<c10d::Work>();
-  auto fut = torch::jit::toIValue(future, c10::FutureType::create(c10::AnyType::get())).toFuture();
+  c10::intrusive_ptr<c10::ivalue::Future> gloo_future;
+  try {
+    gloo_future = work->getFuture();
+  } catch (const c10::Error&) {
+    return boxed_work;
+  }
+  TORCH_CHECK(hosts.size() == devices.size(), "device_work: ", hosts.size(), " host aliases for ", devices.size(),
+              " device tensors");
+  AliasMap aliases;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    aliases.emplace(hosts[i].unsafeGetTensorImpl(), devices[i]);
+  }
+  // The callback owns the host aliases until gloo has finished with them.
+  auto future = gloo_future->then(
+      [aliases = std::move(aliases), hosts, op = std::move(op), group = std::move(group), group_rank](
+          c10::ivalue::Future& done) -> c10::IValue {
+        if (done.hasError()) {
+          C10_THROW_ERROR(DistBackendError, explain(op, group, group_rank, done.exception_ptr()));
+        }
+        return to_device(done.value(), aliases);
+      },
+      gloo_future->elementType());
   // Boxed as torch's Work class: DeviceWork itself is not a registered custom class.
-  c10::intrusive_ptr<c10d::Work> wrapped = c10::make_intrusive<DeviceWork>(
-      std::move(work), std::move(fut), std::move(op), std::move(group), group_rank);
+  c10::intrusive_ptr<c10d::Work> wrapped = c10::make_intrusive<DeviceWork>(std::move(work), std::move(future));
   return torch::jit::toPyObject(c10::IValue(std::move(wrapped)));
 }
 
@@ -100,7 +145,7 @@ py::object device_work(const py::object& boxed_work, const py::object& future, s
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "torchplug.distributed: the Work of collectives on emulated devices";
-  m.def("device_work", &device_work, py::arg("work"), py::arg("future"), py::arg("op"), py::arg("group"),
-        py::arg("group_rank"),
-        "A boxed c10d Work that waits on `work` (gloo's), explains its failures and completes with `future`.");
+  m.def("device_work", &device_work, py::arg("work"), py::arg("hosts"), py::arg("devices"), py::arg("op"),
+        py::arg("group"), py::arg("group_rank"),
+        "gloo's boxed Work over `hosts`, made to complete with `devices` and to explain its failures.");
 }

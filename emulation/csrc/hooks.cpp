@@ -19,6 +19,7 @@
 #include <ATen/detail/XPUHooksInterface.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <mutex>
@@ -101,6 +102,9 @@ class Hooks : public Base {
 class XpuHooks final : public Hooks<at::XPUHooksInterface, c10::DeviceType::XPU> {
  public:
   XpuHooks() = default;
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13  // torch 2.11's registry constructs hooks with args
+  explicit XpuHooks(at::XPUHooksArgs /*unused*/) {}
+#endif
   bool hasXPU() const override {
     return active(c10::DeviceType::XPU);
   }
@@ -116,6 +120,9 @@ class XpuHooks final : public Hooks<at::XPUHooksInterface, c10::DeviceType::XPU>
 class MpsHooks final : public Hooks<at::MPSHooksInterface, c10::DeviceType::MPS> {
  public:
   MpsHooks() = default;
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+  explicit MpsHooks(at::MPSHooksArgs /*unused*/) {}
+#endif
   bool hasMPS() const override {
     return active(c10::DeviceType::MPS);
   }

@@ -7,9 +7,9 @@ four torchplug:: LLM ops (when torchplug.ops is first imported, as defining thos
 Every other dtype keeps torch's kernel. `unload()` gives them back. For torch.compile, an
 Inductor pass (inductor.py) points compiled fp16 GEMMs at the same ops.
 
-At autoload the backend calls `load(build=False)`: compiling takes about a minute and must never
-happen inside ``import torch``, so only a cached build is used there; `torchplug doctor` (or
-`load()`) builds it once per torch version.
+At autoload the backend calls `load(build=False)`: compiling takes minutes and must never happen
+inside ``import torch``, so only a cached build is used there; `torchplug build cpu` (or `torchplug
+doctor`, or `load()`) builds it once per torch version.
 
 TORCHPLUG_CPU_ISA=avx512|avx2|scalar forces a path; unset, the best the CPU supports runs. An
 unknown value, or a path the CPU lacks, raises ValueError saying what this CPU supports.

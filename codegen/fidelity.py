@@ -1,0 +1,132 @@
+"""Fidelity mode: Inductor's GPU (Triton) codegen for emulated cuda, rocm and xpu, run by Triton's interpreter.
+
+Opt-in with TORCHPLUG_EMULATE_INDUCTOR=triton. Inductor generates the same Triton kernels it would
+for the real GPU, so a GPU backend's codegen is exercised on a machine without one. The kernels
+run under Triton's interpreter (numpy, one program at a time): thousands of times slower than the
+host target, so this mode is for small tests.
+
+Inductor asks Triton's active driver for the GPU target (cache keys, kernel launchers); on a
+machine without a GPU no driver is active, so a stand-in driver claims the emulated device's.
+"""
+
+import os
+import threading
+from collections.abc import Hashable
+from typing import Any
+
+import torch
+
+from .target import CodegenTarget
+
+VERSION = 1
+MODE_VARIABLE = "TORCHPLUG_EMULATE_INDUCTOR"
+_lock = threading.Lock()
+# What the stand-in driver claims per backend: (Triton backend, architecture, warp size).
+TARGETS = {"cuda": ("cuda", 80, 32), "rocm": ("hip", "gfx942", 64), "xpu": ("cuda", 80, 32)}
+
+
+def requested(backend_name: str) -> bool:
+    """TORCHPLUG_EMULATE_INDUCTOR=triton asks for this mode; it serves the GPU backends Triton targets."""
+    return os.environ.get(MODE_VARIABLE) == "triton" and backend_name in TARGETS
+
+
+def requested_for_metal(device_type: str) -> bool:
+    """The same setting on emulated mps: Inductor's Metal codegen, its source kept (metal.py)."""
+    return os.environ.get(MODE_VARIABLE) == "triton" and device_type == "mps"
+
+
+def interpret_if_requested(backend_name: str) -> None:
+    """At autoload, for an emulated backend: turn Triton's interpreter on if this mode is asked for.
+
+    Triton decides between interpreter and compiler when a kernel is defined, and Inductor's
+    helper kernels are defined when Inductor is imported, so this cannot wait for the first compile.
+    """
+    from ..emulation import triton_interpreter
+
+    if requested(backend_name) and triton_interpreter.unavailable_reason() is None:
+        triton_interpreter.enable()
+
+
+class TritonInterpreterTarget(CodegenTarget):
+    name = "triton-interpreter (emulated; slow, for small tests)"
+
+    def __init__(self, backend_name: str, device_type: str) -> None:
+        self.backend_name, self.device_type = backend_name, device_type
+        self._installed = False
+
+    def unavailable_reason(self) -> str | None:
+        from ..emulation import triton_interpreter
+        from .patches import unsupported_reason
+
+        reason = triton_interpreter.unavailable_reason()
+        return f"{MODE_VARIABLE}=triton needs Triton: {reason}" if reason else unsupported_reason()
+
+    def uuid(self) -> Hashable:
+        return ("torchplug-triton-interpreter", VERSION, self.backend_name)
+
+    def install(self) -> None:
+        with _lock:
+            if self._installed:
+                return
+            from torch._inductor.codegen import common
+            from torch._inductor.codegen.triton import TritonScheduling
+
+            from ..emulation import triton_interpreter
+            from ..emulation.hooks import device_module
+            from .device_interface import register_interface
+            from .host import host_op_overrides
+            from .passes import TargetPass
+            from .patches import add_interpreted_device
+            from .wrapper import InterpretedWrapperCodegen
+
+            triton_interpreter.enable()
+            triton_interpreter.install_libdevice()
+            backend, arch, warp_size = TARGETS[self.backend_name]
+            module = device_module(self.device_type)
+            add_interpreted_device(self.device_type, _stand_in_driver(module, backend, arch, warp_size))
+            register_interface(module, triton_capable=True, capability=arch if isinstance(arch, int) else None)
+            common.register_backend_for_device(
+                self.device_type, TritonScheduling, InterpretedWrapperCodegen, device_custom_pass=TargetPass(self)
+            )
+            common._initialize_device_op_overrides()
+            common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
+            self._installed = True
+
+
+def _stand_in_driver(module: Any, backend: str, arch: int | str, warp_size: int) -> Any:
+    """A Triton driver for the emulated device: it reports the GPU target; kernels are interpreted."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+
+    class InterpreterDriver(DriverBase):
+        @classmethod
+        def is_active(cls) -> bool:
+            return False  # never chosen by Triton itself: torchplug sets it for the emulated device
+
+        def map_python_to_cpp_type(self, ty: str) -> str:
+            raise RuntimeError("Triton's interpreter launches kernels from Python: there is no C++ launcher")
+
+        def get_current_target(self) -> GPUTarget:
+            return GPUTarget(backend, arch, warp_size)
+
+        def get_active_torch_device(self) -> torch.device:
+            return torch.device(module.type, module.current_device())
+
+        def get_device_interface(self) -> Any:
+            return getattr(torch, module.type)
+
+        def get_current_device(self) -> int:
+            return module.current_device()
+
+        def set_current_device(self, index: int) -> None:
+            module.set_device(index)
+
+        def get_current_stream(self, device: int | None = None) -> int:
+            return 0
+
+        def get_benchmarker(self) -> Any:
+            from triton.testing import do_bench
+
+            return do_bench
+
+    return InterpreterDriver()

@@ -1,0 +1,85 @@
+"""Fidelity mode for emulated mps: Inductor's Metal codegen runs, and the Metal source is kept.
+
+With TORCHPLUG_EMULATE_INDUCTOR=triton, emulated mps gets Inductor's Metal codegen (the one a Mac
+uses). Metal compiles and runs only on macOS, so the check here is that codegen succeeds: each
+library's source is written to a file, and calling the compiled graph raises an error naming it.
+"""
+
+import hashlib
+import threading
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+from .target import CodegenTarget
+
+VERSION = 1
+_lock = threading.Lock()
+captured: list[Path] = []  # the Metal sources kept in this process, in order
+
+
+class MetalCaptureTarget(CodegenTarget):
+    name = "metal-capture (emulated; codegen only, Metal cannot run here)"
+
+    def __init__(self, device_type: str = "mps") -> None:
+        self.device_type = device_type
+        self._installed = False
+
+    def unavailable_reason(self) -> str | None:
+        from .patches import unsupported_reason
+
+        return unsupported_reason()
+
+    def uuid(self) -> Hashable:
+        return ("torchplug-metal-capture", VERSION)
+
+    def install(self) -> None:
+        with _lock:
+            if self._installed:
+                return
+            from torch._inductor.codegen import common
+            from torch._inductor.codegen.mps import MetalScheduling
+            from torch._inductor.runtime import runtime_utils
+
+            from ..emulation.hooks import device_module
+            from .device_interface import register_interface
+            from .host import host_op_overrides
+            from .passes import TargetPass
+            from .patches import replace_metal_compiler
+            from .wrapper import InterpretedWrapperCodegen
+
+            register_interface(device_module(self.device_type))
+            replace_metal_compiler(runtime_utils, capture_metal_source)
+            common.register_backend_for_device(
+                self.device_type, MetalScheduling, InterpretedWrapperCodegen, device_custom_pass=TargetPass(self)
+            )
+            common._initialize_device_op_overrides()
+            common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
+            self._installed = True
+
+
+def capture_metal_source(source: str) -> Any:
+    """Stands in for torch.mps.compile_shader: keeps `source` in a file, returns kernels that say where."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    folder = Path(cache_dir()) / "torchplug-metal"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.metal"
+    path.write_text(source)
+    captured.append(path)
+    return _CapturedLibrary(path)
+
+
+class _CapturedLibrary:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __getattr__(self, kernel: str) -> Any:
+        def cannot_run(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(
+                f"Metal kernel {kernel!r} was generated for the emulated mps device but cannot run here: Metal "
+                f"compiles and runs only on macOS. Its source is kept at {self.path}. Unset "
+                "TORCHPLUG_EMULATE_INDUCTOR to run compiled graphs on emulated mps (host C++ kernels)."
+            )
+
+        return cannot_run
