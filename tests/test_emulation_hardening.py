@@ -2,8 +2,9 @@
 
 Each test fails on the runtime before its fix: a CPU tensor accepted as out= (and resized), a
 composite kernel reaching a DispatchStub with the emulated device type, ctc_loss on 'cuda' asking
-a CUDA-only op, a crash on a conj-bit CPU scalar, and a sparse result refused with an error that
-named neither the op nor a way out.
+a CUDA-only op, narrow_copy raising the CPU kernel's error instead of a GPU's, a crash on a
+conj-bit CPU scalar, and a sparse result refused with an error that named neither the op nor a
+way out.
 """
 
 import pytest
@@ -51,6 +52,8 @@ def ctc_on_cuda():
     return torch.allclose(loss.cpu(), torch.nn.functional.ctc_loss(log_probs, targets, lengths, target_lengths))
 check("ctc_on_cuda", ctc_on_cuda)
 
+check("narrow_copy_bad_dim", lambda: torch.narrow_copy(torch.ones(2, 3, 4, device="xpu"), 3, 0, 0))
+
 def sparse():
     torch.randn(3, 3, device="xpu").to_sparse()
 check("sparse", sparse)
@@ -94,6 +97,12 @@ def test_dispatch_stub_composites_run(session):
 
 def test_ctc_loss_on_emulated_cuda_skips_cudnn(session):
     assert session["ctc_on_cuda"] == {"ok": True, "value": True}, session["ctc_on_cuda"]
+
+
+def test_narrow_copy_raises_the_accelerator_error(session):
+    """PyTorch's error_inputs expect off-CPU devices to run narrow_copy's composite, not the CPU kernel."""
+    record = session["narrow_copy_bad_dim"]
+    assert record["error"] == "IndexError" and "Dimension out of range" in record["message"], record
 
 
 def test_device_tensor_times_a_conj_cpu_scalar_and_its_gradient():
