@@ -21,6 +21,8 @@ from typing import Any, TextIO
 
 from .cases import Case, CaseResult
 
+SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
+
 
 def _send(stream: TextIO, message: dict[str, Any]) -> None:
     stream.write(json.dumps(message) + "\n")
@@ -46,7 +48,8 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
         dtype_refused = str(why).startswith("the device refuses")
         result = CaseResult(case, "unsupported-dtype" if dtype_refused else "unsupported", str(why))
     except Exception as err:
-        frames = traceback.extract_tb(err.__traceback__)
+        # Where the error came from, when that is Python code outside the suite (a plugin's kernel, torch).
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if SUITE_DIR not in f.filename]
         where = f" (at {frames[-1].name}, {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
         result = CaseResult(case, "fail", f"{type(err).__name__}: {modes.first_line(err)}{where}")
     result.time_s = round(time.perf_counter() - start, 4)
