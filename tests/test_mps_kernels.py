@@ -117,10 +117,12 @@ def test_emulated_mps_keeps_the_cpu_kernels_and_says_why():
     code = """
         import json, torch
         import torchplug.ops
-        from torchplug.entrypoints import backend
-        print(json.dumps(backend("mps").status().reason))
+        from torchplug.entrypoints import loaded, loaded_backend
+        print(json.dumps(loaded_backend("mps").status().reason if "mps" in loaded() else None))
     """
     reason = json.loads(run_python(code, TORCHPLUG_EMULATE="mps").stdout.strip().splitlines()[-1])
+    if reason is None:
+        pytest.skip(f"torchplug-mps does not load with torch {torch.__version__} (its torch range)")
     assert "Metal kernels not active: Metal kernels need a real Apple GPU" in reason, reason
 
 
