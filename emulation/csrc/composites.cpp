@@ -46,6 +46,10 @@ constexpr const char* kHostPathOps[] = {
     // test_emulation_hardening.py::test_dispatch_stub_composites_run keeps the list honest.
     "conj_physical_",  // also reached by svd(out=...) for complex inputs
     "mode.values",
+    // addr_ calls addr_out(self, self, ...), whose kernel tells in-place from out= by comparing the
+    // two arguments' addresses; a boxed call gives them two, so on the device path a 0-dim self was
+    // silently resized instead of refused. On the host path the CPU call keeps them one.
+    "addr_",
 };
 
 // Ops whose CPU kernel checks its arguments differently from the composite kernel every GPU runs
