@@ -137,8 +137,8 @@ def _run_forward(entry: OpEntry, sample: Any, target: Target, device_op: Callabl
     call = entry.op
     args, kwargs = _args(sample)
     expected = _cpu(target, lambda: call(*layout(_detach(args)), **_detach(kwargs)))
-    dev_args, dev_kwargs = _on_device(entry, args, kwargs, target)
-    dev_args = layout(dev_args)
+    dev_args, dev_kwargs = _device(lambda: _on_device(entry, args, kwargs, target))
+    dev_args = _device(lambda: layout(dev_args))
     actual = _device(lambda: (device_op or call)(*dev_args, **dev_kwargs))
     if misplaced := _check_devices(actual, target):
         return Verdict(False, misplaced)
@@ -184,7 +184,7 @@ def _gradients(entry: OpEntry, sample: Any, args: list[Any], kwargs: dict[str, A
 def autograd(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     args, kwargs = _args(sample)
     expected = _cpu(target, lambda: _gradients(entry, sample, _detach(args, True), _detach(kwargs, True)))
-    dev_args, dev_kwargs = _on_device(entry, args, kwargs, target, grad=True)
+    dev_args, dev_kwargs = _device(lambda: _on_device(entry, args, kwargs, target, grad=True))
     actual = _device(lambda: _gradients(entry, sample, dev_args, dev_kwargs))
     if misplaced := _check_devices(actual, target):
         return Verdict(False, "gradient " + misplaced)
@@ -209,15 +209,16 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         return made[0] if isinstance(expected, torch.Tensor) else tuple(made)
 
     cpu_returned = _cpu(target, lambda: entry.op(*_detach(args), **_detach(kwargs), out=buffers(torch.device("cpu"))))
-    dev_args, dev_kwargs = _on_device(entry, args, kwargs, target)
-    out_buffers = buffers(target.device)
+    dev_args, dev_kwargs = _device(lambda: _on_device(entry, args, kwargs, target))
+    out_buffers = _device(lambda: buffers(target.device))
     returned = _device(lambda: entry.op(*dev_args, **dev_kwargs, out=out_buffers))
     written = outputs(out_buffers)
     # Ops whose out= form returns nothing on the CPU (split_with_sizes_copy, ...) may return nothing here.
     if cpu_returned is not None and not all(r is w for r, w in zip(outputs(returned), written)):
         return Verdict(False, "the op did not return the out= tensors it was given")
     verdict = _judge(entry, written, leaves, None)
-    if verdict.ok and target.device.type != "cpu" and _has_tensor(args) and "device" not in kwargs:
+    if (verdict.ok and target.device.type != "cpu" and _has_tensor(args) and "device" not in kwargs
+            and not entry.out_copies):
         wrong = buffers(torch.device("cpu"))
         try:
             entry.op(*dev_args, **dev_kwargs, out=wrong)

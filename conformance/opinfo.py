@@ -27,6 +27,9 @@ _RANDOM = re.compile(
 # Tensor arguments that stay on the CPU, by position in (input, *args): the op requires it of every
 # device (tensor_split reads its indices on the host, as on CUDA).
 HOST_ARGS: dict[str, tuple[int, ...]] = {"tensor_split": (1,)}
+# Ops whose out= is written by a Python-level copy_ in torch itself, so every device accepts an out=
+# tensor on another device (torch.lu): the out mode does not expect them to refuse one.
+COPYING_OUT = frozenset({"lu"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class OpEntry:
     supports_out: bool
     sample_fn: Callable[[torch.dtype, bool], Iterable[Any]]
     host_args: tuple[int, ...] = ()
+    out_copies: bool = False  # out= accepts any device (see COPYING_OUT)
 
     @property
     def nondeterministic(self) -> str | None:
@@ -65,7 +69,7 @@ def _opinfo_entry(info: Any) -> OpEntry:
         name=name, op=info.op, dtypes=frozenset(info.supported_dtypes("cpu")),
         backward_dtypes=frozenset(backward), supports_out=bool(info.supports_out),
         sample_fn=lambda dtype, grad: info.sample_inputs("cpu", dtype, requires_grad=grad),
-        host_args=HOST_ARGS.get(name, ()),
+        host_args=HOST_ARGS.get(name, ()), out_copies=name in COPYING_OUT,
     )
 
 
