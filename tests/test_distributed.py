@@ -21,10 +21,13 @@ def built_extensions():
 
 
 @pytest.mark.parametrize("device_type, backend, reported", [
-    ("xpu", "xccl", "cpu:torchplug,xpu:torchplug"),
-    ("cuda", "nccl", "cpu:torchplug,cuda:torchplug"),
-    ("cuda", "gloo", "gloo"),  # torch's gloo serves cuda tensors; on emulated cuda it gets them as host aliases
-], ids=["xpu-xccl", "cuda-nccl", "cuda-gloo"])
+    pytest.param("xpu", "xccl", "cpu:torchplug,xpu:torchplug", id="xpu-xccl"),
+    pytest.param("cuda", "nccl", "cpu:torchplug,cuda:torchplug", id="cuda-nccl"),
+    # torch's gloo serves cuda tensors; on emulated cuda it gets them as host aliases
+    pytest.param("cuda", "gloo", "gloo", id="cuda-gloo", marks=pytest.mark.slow),
+    # init_process_group() with no backend (the DDP example covers it on xpu)
+    pytest.param("mps", "", "cpu:torchplug,mps:torchplug", id="mps-default", marks=pytest.mark.slow),
+])
 def test_every_collective_and_dtype_across_two_ranks(device_type, backend, reported):
     results = ok(run_ranks("collectives", device_type, backend, TORCHPLUG_EMULATE=device_type))
     assert [r["failures"] for r in results] == [{}, {}]

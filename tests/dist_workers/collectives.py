@@ -7,6 +7,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 
 from job import init, report
 
@@ -72,6 +73,18 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
     (value,) = work.get_future().value()
     if value is not t and value.data_ptr() != t.data_ptr():
         failures[f"async_future/{d}"] = f"the future's value is {value.device} memory, not the caller's tensor"
+
+# Beyond the c10d ops themselves: a subgroup, a functional collective (DTensor, torch.compile) and
+# object collectives (which pick the group's device).
+t = torch.ones(3, device=device)
+dist.all_reduce(t, group=dist.new_group([0, 1]))
+expect("new_group_all_reduce", t, torch.full((3,), 2.0))
+expect("functional_all_reduce", funcol.all_reduce(torch.ones(2, device=device) * (rank + 1), "sum", dist.group.WORLD),
+       torch.full((2,), 3.0))
+gathered: list = [None] * world
+dist.all_gather_object(gathered, {"rank": rank})
+if gathered != [{"rank": r} for r in range(world)]:
+    failures["all_gather_object"] = repr(gathered)
 
 dist.barrier()
 report({"rank": rank, "backend": str(dist.get_backend()), "failures": failures})
