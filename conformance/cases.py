@@ -1,5 +1,6 @@
 """What one conformance case is, and what running it gives."""
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,6 +39,9 @@ class CaseResult:
         data = asdict(self)
         data.update(asdict(self.case))
         del data["case"]
+        for key in ("max_abs", "max_rel"):  # strict JSON has no inf/nan: they travel as "inf", "nan"
+            if isinstance(data[key], float) and not math.isfinite(data[key]):
+                data[key] = str(data[key])
         return data
 
     @classmethod

@@ -52,7 +52,8 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
         info = runner.hello()
         manifest.runtime = info["mode"]
         plan = make_plan(selection, set(info["dtypes"]), info["compile_reason"], manifest)
-        jobs = [Job(group) for group in plan.groups]
+        # Compiling is the slowest work: start it first, so the other worker's eager groups overlap it.
+        jobs = [Job(group) for group in sorted(plan.groups, key=lambda g: "compile" not in g.modes)]
         if runtime_checks and selection.op is None:
             jobs.insert(0, Job(checks=tuple(CHECKS)))
         progress = Progress(len(jobs), stream)

@@ -94,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for path in write_all(report, args.report):
             print(f"wrote {path}", file=sys.stderr)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(json.dumps(report, indent=1, allow_nan=False))
     else:
         print(render(report))
     return 1 if failed(report) else 0

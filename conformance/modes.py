@@ -56,23 +56,33 @@ def _to(x: Any, device: torch.device, grad: bool = False) -> Any:
     return tree_map(leaf, x)
 
 
-def _retarget(kwargs: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """Factory samples name the CPU as their device: the device run names the device under test."""
-    return {**kwargs, "device": device} if "device" in kwargs else kwargs
+def _is_cpu_device(x: Any) -> bool:
+    return (isinstance(x, torch.device) and x.type == "cpu") or (isinstance(x, str) and x == "cpu")
+
+
+def _on_device(entry: OpEntry, args: list[Any], kwargs: dict[str, Any], target: Target,
+               grad: bool = False) -> tuple[list[Any], dict[str, Any]]:
+    """The sample's arguments for the device run: tensors moved (except those the op reads on the
+    host), and a CPU named as the result's device (factory samples, `to`) replaced by the device."""
+    moved = [a if i in entry.host_args else _to(a, target.device, grad) for i, a in enumerate(args)]
+    moved = [target.device if _is_cpu_device(a) else a for a in moved]
+    kwargs = _to(kwargs, target.device, grad)
+    if "device" in kwargs:
+        kwargs["device"] = target.device
+    return moved, kwargs
 
 
 def _host(x: Any) -> Any:
     return tree_map(lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t, x)
 
 
-def _widen(x: Any) -> Any:
+def _widen(x: Any, grad: bool = False) -> Any:
+    """Floating and complex tensors in double precision (for the float64 reference)."""
     def leaf(t: Any) -> Any:
-        if isinstance(t, torch.Tensor):
-            if t.is_complex():
-                return t.detach().to(torch.complex128)
-            if t.is_floating_point():
-                return t.detach().to(torch.float64)
-        return t
+        if isinstance(t, torch.Tensor) and (t.is_complex() or t.is_floating_point()):
+            wide = t.detach().to(torch.complex128 if t.is_complex() else torch.float64)
+            return wide.requires_grad_(grad and t.requires_grad)
+        return _detach(t, grad)
     return tree_map(leaf, x)
 
 
@@ -120,13 +130,15 @@ def _judge(entry: OpEntry, actual: Any, expected: Any, float64: Callable[[], Any
     return compare(got, want, None if float64 is None else lambda: outputs(float64()))
 
 
-def _run_forward(entry: OpEntry, sample: Any, target: Target, prepare: Callable[[Any], Any],
-                 device_op: Callable[..., Any] | None = None) -> Verdict:
-    """The device runs `device_op` (default: the op itself); the CPU and float64 run the op eagerly."""
+def _run_forward(entry: OpEntry, sample: Any, target: Target, device_op: Callable[..., Any] | None = None,
+                 layout: Callable[[Any], Any] = lambda x: x) -> Verdict:
+    """The device runs `device_op` (default: the op itself); the CPU and float64 run the op eagerly.
+    `layout` reshapes the inputs' memory (same values) on both sides."""
     call = entry.op
     args, kwargs = _args(sample)
-    expected = _cpu(target, lambda: call(*_detach(args), **_detach(kwargs)))
-    dev_args, dev_kwargs = prepare(args), _retarget(prepare(kwargs), target.device)
+    expected = _cpu(target, lambda: call(*layout(_detach(args)), **_detach(kwargs)))
+    dev_args, dev_kwargs = _device(lambda: _on_device(entry, args, kwargs, target))
+    dev_args = _device(lambda: layout(dev_args))
     actual = _device(lambda: (device_op or call)(*dev_args, **dev_kwargs))
     if misplaced := _check_devices(actual, target):
         return Verdict(False, misplaced)
@@ -138,19 +150,20 @@ def _run_forward(entry: OpEntry, sample: Any, target: Target, prepare: Callable[
 
 
 def eager(entry: OpEntry, sample: Any, target: Target) -> Verdict:
-    return _run_forward(entry, sample, target, lambda x: _to(x, target.device))
+    return _run_forward(entry, sample, target)
 
 
 def noncontiguous(entry: OpEntry, sample: Any, target: Target) -> Verdict:
+    """Inputs made non-contiguous (same values, gaps in memory) on the device and on the CPU alike:
+    a kernel that rejects such inputs on the CPU too is skipped, not failed."""
     from torch.testing._internal.common_utils import noncontiguous_like
 
-    def prepare(x: Any) -> Any:
-        return tree_map(lambda t: noncontiguous_like(t) if isinstance(t, torch.Tensor) and t.numel() > 1 else t,
-                        _to(x, target.device))
+    def spread(x: Any) -> Any:
+        return tree_map(lambda t: noncontiguous_like(t) if isinstance(t, torch.Tensor) and t.numel() > 1 else t, x)
     args, _ = _args(sample)
     if not any(isinstance(t, torch.Tensor) and t.numel() > 1 for t in outputs(args)):
         raise Skip("no input with more than one element to make non-contiguous")
-    return _run_forward(entry, sample, target, prepare)
+    return _run_forward(entry, sample, target, layout=spread)
 
 
 def _scalar_loss(result: Any) -> torch.Tensor | None:
@@ -171,11 +184,15 @@ def _gradients(entry: OpEntry, sample: Any, args: list[Any], kwargs: dict[str, A
 def autograd(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     args, kwargs = _args(sample)
     expected = _cpu(target, lambda: _gradients(entry, sample, _detach(args, True), _detach(kwargs, True)))
-    dev_args, dev_kwargs = _to(args, target.device, True), _retarget(_to(kwargs, target.device, True), target.device)
+    dev_args, dev_kwargs = _device(lambda: _on_device(entry, args, kwargs, target, grad=True))
     actual = _device(lambda: _gradients(entry, sample, dev_args, dev_kwargs))
     if misplaced := _check_devices(actual, target):
         return Verdict(False, "gradient " + misplaced)
-    return compare(outputs(_host(actual)), outputs(expected))
+
+    def float64() -> list[Any]:
+        with target.reference():
+            return outputs(_gradients(entry, sample, _widen(args, True), _widen(kwargs, True)))
+    return compare(outputs(_host(actual)), outputs(expected), float64)
 
 
 def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
@@ -191,15 +208,17 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         made = [torch.empty_like(t, device=device) for t in leaves]
         return made[0] if isinstance(expected, torch.Tensor) else tuple(made)
 
-    _cpu(target, lambda: entry.op(*_detach(args), **_detach(kwargs), out=buffers(torch.device("cpu"))))
-    dev_args, dev_kwargs = _to(args, target.device), _retarget(_to(kwargs, target.device), target.device)
-    out_buffers = buffers(target.device)
+    cpu_returned = _cpu(target, lambda: entry.op(*_detach(args), **_detach(kwargs), out=buffers(torch.device("cpu"))))
+    dev_args, dev_kwargs = _device(lambda: _on_device(entry, args, kwargs, target))
+    out_buffers = _device(lambda: buffers(target.device))
     returned = _device(lambda: entry.op(*dev_args, **dev_kwargs, out=out_buffers))
     written = outputs(out_buffers)
-    if not all(r is w for r, w in zip(outputs(returned), written)):
+    # Ops whose out= form returns nothing on the CPU (split_with_sizes_copy, ...) may return nothing here.
+    if cpu_returned is not None and not all(r is w for r, w in zip(outputs(returned), written)):
         return Verdict(False, "the op did not return the out= tensors it was given")
-    verdict = compare(outputs(_host(written)), leaves)
-    if verdict.ok and target.device.type != "cpu" and _has_tensor(args) and "device" not in kwargs:
+    verdict = _judge(entry, written, leaves, None)
+    if (verdict.ok and target.device.type != "cpu" and _has_tensor(args) and "device" not in kwargs
+            and not entry.out_copies):
         wrong = buffers(torch.device("cpu"))
         try:
             entry.op(*dev_args, **dev_kwargs, out=wrong)
@@ -228,7 +247,7 @@ def compile(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         raise Unsupported(target.compile_reason)
     compiled = torch.compile(lambda *a, **k: entry.op(*a, **k), backend="inductor", dynamic=False)
     with _fresh_dynamo():
-        return _run_forward(entry, sample, target, lambda x: _to(x, target.device), device_op=compiled)
+        return _run_forward(entry, sample, target, device_op=compiled)
 
 
 RUNNERS: dict[str, Callable[[OpEntry, Any, Target], Verdict]] = {

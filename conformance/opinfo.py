@@ -6,6 +6,7 @@ database here with samples written for them.
 """
 
 import functools
+import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,14 @@ _RANDOM = re.compile(
 )
 
 
+# Tensor arguments that stay on the CPU, by position in (input, *args): the op requires it of every
+# device (tensor_split reads its indices on the host, as on CUDA).
+HOST_ARGS: dict[str, tuple[int, ...]] = {"tensor_split": (1,)}
+# Ops whose out= is written by a Python-level copy_ in torch itself, so every device accepts an out=
+# tensor on another device (torch.lu): the out mode does not expect them to refuse one.
+COPYING_OUT = frozenset({"lu"})
+
+
 @dataclass(frozen=True)
 class OpEntry:
     name: str  # "acos", "nn.functional.conv2d", "linalg.norm.subgradients_at_zero", "torchplug.rms_norm"
@@ -31,6 +40,8 @@ class OpEntry:
     backward_dtypes: frozenset[torch.dtype]
     supports_out: bool
     sample_fn: Callable[[torch.dtype, bool], Iterable[Any]]
+    host_args: tuple[int, ...] = ()
+    out_copies: bool = False  # out= accepts any device (see COPYING_OUT)
 
     @property
     def nondeterministic(self) -> str | None:
@@ -44,10 +55,11 @@ class OpEntry:
     def requires_grad(self, dtype: torch.dtype) -> bool:
         return dtype in self.backward_dtypes
 
-    def samples(self, dtype: torch.dtype) -> list[Any]:
-        """Every sample for `dtype`, on the CPU, generated from a fixed seed (always the same list)."""
+    def samples(self, dtype: torch.dtype, count: int | None = None) -> list[Any]:
+        """The first `count` samples (default all) for `dtype`, on the CPU, from a fixed seed: always the
+        same list, and a shorter one is a prefix of a longer one."""
         torch.manual_seed(SAMPLE_SEED)
-        return list(self.sample_fn(dtype, self.requires_grad(dtype)))
+        return list(itertools.islice(self.sample_fn(dtype, self.requires_grad(dtype)), count))
 
 
 def _opinfo_entry(info: Any) -> OpEntry:
@@ -57,6 +69,7 @@ def _opinfo_entry(info: Any) -> OpEntry:
         name=name, op=info.op, dtypes=frozenset(info.supported_dtypes("cpu")),
         backward_dtypes=frozenset(backward), supports_out=bool(info.supports_out),
         sample_fn=lambda dtype, grad: info.sample_inputs("cpu", dtype, requires_grad=grad),
+        host_args=HOST_ARGS.get(name, ()), out_copies=name in COPYING_OUT,
     )
 
 
@@ -122,4 +135,4 @@ def find(name: str) -> OpEntry:
 
 def sample(name: str, dtype: torch.dtype, index: int) -> Any:
     """One sample, exactly as the suite generated it (for repro snippets)."""
-    return find(name).samples(dtype)[index]
+    return find(name).samples(dtype, index + 1)[index]

@@ -4,7 +4,7 @@ Protocol (JSON lines): the runner writes requests on stdin; the worker answers o
 of its stdout (fd 1 itself is pointed at stderr, so prints from ops and plugins cannot corrupt the
 stream). Before each case it says `start`, so a crash or hang is pinned on that case.
 
-  -> {"group": {"op", "dtype", "modes": {mode: [sample indices] | null (all)}, "limit": n, "done": [keys]}}
+  -> {"group": {"op", "dtype", "modes": {mode: [sample indices] | null (all)}, "done": [keys]}}
   -> {"checks": [runtime check names]}
   <- {"hello": {...backend info}} | {"fatal": message}
   <- {"start": key}  {"result": CaseResult json} | {"check": {...}}  ...  {"idle": true}
@@ -21,17 +21,16 @@ from typing import Any, TextIO
 
 from .cases import Case, CaseResult
 
+SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
+
 
 def _send(stream: TextIO, message: dict[str, Any]) -> None:
     stream.write(json.dumps(message) + "\n")
     stream.flush()
 
 
-def _selected(indices: list[int] | None, limit: int, count: int) -> Iterator[int]:
-    if indices is not None:
-        yield from (i for i in indices if i < count)
-    else:
-        yield from range(min(count, limit))
+def _selected(indices: list[int] | None, count: int) -> Iterator[int]:
+    yield from range(count) if indices is None else (i for i in indices if i < count)
 
 
 def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
@@ -49,7 +48,8 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
         dtype_refused = str(why).startswith("the device refuses")
         result = CaseResult(case, "unsupported-dtype" if dtype_refused else "unsupported", str(why))
     except Exception as err:
-        frames = traceback.extract_tb(err.__traceback__)
+        # Where the error came from, when that is Python code outside the suite (a plugin's kernel, torch).
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if SUITE_DIR not in f.filename]
         where = f" (at {frames[-1].name}, {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
         result = CaseResult(case, "fail", f"{type(err).__name__}: {modes.first_line(err)}{where}")
     result.time_s = round(time.perf_counter() - start, 4)
@@ -63,9 +63,11 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
 
     name, dtype_name, done = request["op"], request["dtype"], set(request.get("done", ()))
     planned = [(mode, indices) for mode, indices in request["modes"].items()]
+    wanted = [indices for _, indices in planned]
+    count = None if None in wanted else max((max(i, default=-1) for i in wanted), default=-1) + 1
     try:
         entry = opinfo.find(name)
-        samples = entry.samples(getattr(torch, dtype_name))
+        samples = entry.samples(getattr(torch, dtype_name), count)
     except Exception as err:
         for mode, _ in planned:
             case = Case(name, dtype_name, mode, 0)
@@ -73,7 +75,7 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
                                                            f"{str(err).splitlines()[0][:200]}").to_json()})
         return
     for mode, indices in planned:
-        for index in _selected(indices, request.get("limit", 1 << 30), len(samples)):
+        for index in _selected(indices, len(samples)):
             case = Case(name, dtype_name, mode, index)
             if case.key in done:
                 continue

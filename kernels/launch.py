@@ -8,13 +8,15 @@ per work-group. Each backend registers the kernels with its own `LaunchConfig`.
 Importing this module does not import Triton: device plugins name their config at autoload.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, wraps
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,20 @@ def _compute_units(device: torch.device) -> int:
         if getattr(properties, name, 0):
             return int(getattr(properties, name))
     return 64
+
+
+def on_device_of_first(kernel: Callable[..., T]) -> Callable[..., T]:
+    """`kernel` run with its first argument's device current: Triton launches on the current
+    device, which need not be the tensors' (e.g. cuda:1 while cuda:0 is current)."""
+    @wraps(kernel)
+    def run(first: torch.Tensor, *rest: Any) -> T:
+        from triton import knobs
+
+        if knobs.runtime.interpret:  # the interpreter runs on the host, whatever the device
+            return kernel(first, *rest)
+        with getattr(torch, first.device.type).device(first.device):
+            return kernel(first, *rest)
+    return run
 
 
 def next_power_of_2(n: int) -> int:

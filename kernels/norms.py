@@ -103,6 +103,15 @@ def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
 
 def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
                        config: LaunchConfig) -> tuple[Tensor, Tensor]:
-    out, summed = x.clone(), residual.clone()
-    fused_add_rms_norm_(out, summed, weight, eps, config)
+    """The functional form: x is only read, the sum goes to a copy of residual, the result to a new tensor."""
+    _check_residual_args(x, residual, weight)
+    summed = residual.clone()
+    if x.dtype != residual.dtype or not one_device(x, residual, weight):
+        out = x.clone()
+        _fused_add_rms_norm_ref_(out, summed, weight, eps)
+        return out, summed
+    out = torch.empty_like(x)
+    if x.numel():
+        with written_rows(summed) as res_rows, written_rows(out) as out_rows:
+            _launch(read_rows(x), res_rows, weight, out_rows, eps, True, config)
     return out, summed

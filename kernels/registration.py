@@ -122,6 +122,7 @@ class TritonKernels(BackendKernels):
 
     def bind(self) -> dict[str, Callable]:
         from . import activations, norms, norms_backward, rotary
+        from .launch import on_device_of_first
 
         config = self.config
 
@@ -148,4 +149,4 @@ class TritonKernels(BackendKernels):
 
         kernels = (rms_norm, fused_add_rms_norm_, fused_add_rms_norm, rms_norm_backward, silu_and_mul,
                    silu_and_mul_backward, rotary_embedding)
-        return {fn.__name__: fn for fn in kernels}
+        return {fn.__name__: on_device_of_first(fn) for fn in kernels}

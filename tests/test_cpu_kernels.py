@@ -467,8 +467,8 @@ def test_cold_cache_warns_with_the_fix_and_never_compiles_in_import_torch(tmp_pa
     result = run_python(code, TORCHPLUG_CACHE=str(tmp_path))
     report = json.loads(result.stdout)
     assert not report["loaded"] and report["works"] == 4.0
-    assert "torchplug doctor cpu" in report["status"]
-    assert [w for w in report["warnings"] if "not built yet" in w and "torchplug doctor cpu" in w]
+    assert "torchplug build cpu" in report["status"]
+    assert [w for w in report["warnings"] if "not built yet" in w and "torchplug build cpu" in w]
     assert "compiling" not in result.stderr and not any(tmp_path.iterdir())
 
 

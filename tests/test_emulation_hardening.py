@@ -2,8 +2,10 @@
 
 Each test fails on the runtime before its fix: a CPU tensor accepted as out= (and resized), a
 composite kernel reaching a DispatchStub with the emulated device type, ctc_loss on 'cuda' asking
-a CUDA-only op, a crash on a conj-bit CPU scalar, and a sparse result refused with an error that
-named neither the op nor a way out.
+a CUDA-only op, narrow_copy raising the CPU kernel's error instead of a GPU's, addr_ silently
+resizing a 0-dim self (a wrong result where the CPU and GPUs refuse), a crash on a conj-bit CPU
+scalar, and a sparse result refused with an error that named neither the op nor a
+way out.
 """
 
 import pytest
@@ -51,6 +53,15 @@ def ctc_on_cuda():
     return torch.allclose(loss.cpu(), torch.nn.functional.ctc_loss(log_probs, targets, lengths, target_lengths))
 check("ctc_on_cuda", ctc_on_cuda)
 
+def addr_in_place():
+    v, w = torch.arange(3.), torch.arange(2.)
+    m = torch.ones(3, 2, device="xpu")
+    return torch.equal(m.addr_(v.to("xpu"), w.to("xpu")).cpu(), torch.ones(3, 2).addr_(v, w))
+check("addr_in_place", addr_in_place)
+check("addr_in_place_0dim", lambda: torch.tensor(2., device="xpu").addr_(torch.ones(3, device="xpu"),
+                                                                          torch.ones(2, device="xpu")).tolist())
+check("narrow_copy_bad_dim", lambda: torch.narrow_copy(torch.ones(2, 3, 4, device="xpu"), 3, 0, 0))
+
 def sparse():
     torch.randn(3, 3, device="xpu").to_sparse()
 check("sparse", sparse)
@@ -94,6 +105,18 @@ def test_dispatch_stub_composites_run(session):
 
 def test_ctc_loss_on_emulated_cuda_skips_cudnn(session):
     assert session["ctc_on_cuda"] == {"ok": True, "value": True}, session["ctc_on_cuda"]
+
+
+def test_narrow_copy_raises_the_accelerator_error(session):
+    """PyTorch's error_inputs expect off-CPU devices to run narrow_copy's composite, not the CPU kernel."""
+    record = session["narrow_copy_bad_dim"]
+    assert record["error"] == "IndexError" and "Dimension out of range" in record["message"], record
+
+
+def test_addr_in_place_refuses_a_0dim_self_instead_of_a_wrong_result(session):
+    assert session["addr_in_place"] == {"ok": True, "value": True}, session["addr_in_place"]
+    record = session["addr_in_place_0dim"]
+    assert not record["ok"] and "2D tensor expected, got 0D tensor" in record["message"], record
 
 
 def test_device_tensor_times_a_conj_cpu_scalar_and_its_gradient():

@@ -48,8 +48,9 @@ for (const c of report.cases) {{
   if (!dtypes.includes(c.dtype)) dtypes.push(c.dtype);
 }}
 const modeSelect = document.getElementById("mode");
-for (const m of Object.keys(cells)) modeSelect.add(new Option(m, m));
+for (const m of Object.keys(report.summary)) modeSelect.add(new Option(m, m));  // in the suite's mode order
 const worst = cs => cs.map(c => c.status).reduce((a, b) => order.indexOf(b) > order.indexOf(a) ? b : a);
+const fmt = v => typeof v === "number" ? v.toPrecision(3) : v;
 const text = s => String(s ?? "").replace(/[&<>"]/g, ch => ({{"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}})[ch]);
 function draw() {{
   const mode = modeSelect.value, byOp = cells[mode] ?? {{}};
@@ -75,7 +76,7 @@ document.getElementById("grid").addEventListener("click", e => {{
   const cs = cells[modeSelect.value][td.dataset.op][td.dataset.dtype];
   document.getElementById("detail").innerHTML = `<h3>${{text(td.dataset.op)}} ${{td.dataset.dtype}} ${{modeSelect.value}}</h3>` +
     cs.map(c => `<p><b>sample ${{c.sample}}: ${{c.status}}</b> ${{text(c.detail)}} ${{c.manifest_reason ? "(manifest: " + text(c.manifest_reason) + ")" : ""}}` +
-      (c.max_abs != null ? ` max abs ${{c.max_abs.toPrecision(3)}}, max rel ${{c.max_rel.toPrecision(3)}}, mismatches ${{c.mismatches}}` : "") +
+      (c.max_abs != null ? ` max abs ${{fmt(c.max_abs)}}, max rel ${{fmt(c.max_rel)}}, mismatches ${{c.mismatches}}` : "") +
       `<br><code>${{text(c.repro)}}</code></p>` + (c.snippet ? `<pre>${{text(c.snippet)}}</pre>` : "")).join("");
 }});
 for (const id of ["mode", "filter", "problems"]) document.getElementById(id).addEventListener("input", draw);
@@ -105,5 +106,5 @@ def render(report: dict[str, Any]) -> str:
         title=html.escape(title), subtitle=html.escape(subtitle),
         modes="<h2>Pass rate per mode</h2>" + _table(("mode", "pass rate", "judged", "statuses"), mode_rows(report)),
         checks=checks, legend=legend, colours=json.dumps(COLOURS),
-        data=json.dumps(report).replace("</", "<\\/"),
+        data=json.dumps(report, allow_nan=False).replace("</", "<\\/"),
     )

@@ -53,7 +53,7 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def write_json(report: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=1) + "\n")
+    path.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")  # strict JSON: browsers parse it
     return path
 
 

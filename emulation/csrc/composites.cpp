@@ -46,13 +46,35 @@ constexpr const char* kHostPathOps[] = {
     // test_emulation_hardening.py::test_dispatch_stub_composites_run keeps the list honest.
     "conj_physical_",  // also reached by svd(out=...) for complex inputs
     "mode.values",
+    // addr_ calls addr_out(self, self, ...), whose kernel tells in-place from out= by comparing the
+    // two arguments' addresses; a boxed call gives them two, so on the device path a 0-dim self was
+    // silently resized instead of refused. On the host path the CPU call keeps them one.
+    "addr_",
 };
+
+// Ops whose CPU kernel checks its arguments differently from the composite kernel every GPU runs
+// (PyTorch's error_inputs expect the composite's errors off the CPU): they keep the composite.
+constexpr const char* kCompositeOnAccelerators[] = {
+    "aten::narrow_copy",  // narrow_copy_dense_cpu asserts on a bad dim instead of raising IndexError
+};
+
+bool keeps_composite(const c10::OperatorName& name) {
+  if (!name.overload_name.empty()) {
+    return false;
+  }
+  for (const char* kept : kCompositeOnAccelerators) {
+    if (name.name == kept) {
+      return true;
+    }
+  }
+  return false;
+}
 
 std::vector<c10::OperatorName> ops_with_cpu_and_composite_kernels() {
   std::vector<c10::OperatorName> names;
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) {
+    if (name.name.rfind("aten::", 0) != 0 || keeps_composite(name)) {
       continue;
     }
     auto op = dispatcher.findOp(name);

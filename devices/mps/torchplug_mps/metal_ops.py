@@ -7,7 +7,8 @@ the layouts the fake kernels promise. Calls the kernels do not cover (mixed dtyp
 run the plain-torch reference, which gives its results and its errors.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,17 @@ def _rows(t: Tensor) -> Tensor:
     return t.contiguous().view(-1, t.shape[-1])
 
 
+@contextmanager
+def _contiguous(out: Tensor) -> Iterator[Tensor]:
+    """`out` itself for a kernel to write when it is contiguous, else a buffer copied into it after."""
+    if out.is_contiguous():
+        yield out
+        return
+    buffer = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    yield buffer
+    out.copy_(buffer)
+
+
 def _float32(t: Tensor) -> Tensor:
     return t.to(torch.float32).contiguous()
 
@@ -55,10 +67,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     out = torch.empty_like(x)
     if out.numel():
         rows = _rows(x)
-        result = torch.empty_like(rows)
-        _kernel("norms", "rms_norm", x.dtype)(rows, _float32(weight), result, x.shape[-1], eps,
-                                               **_row_launch(rows.shape[0]))
-        out.copy_(result.view(x.shape))
+        with _contiguous(out) as result:
+            _kernel("norms", "rms_norm", x.dtype)(rows, _float32(weight), result, x.shape[-1], eps,
+                                                   **_row_launch(rows.shape[0]))
     return out
 
 
@@ -91,15 +102,16 @@ def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float,
         return reference._rms_norm_backward_ref(grad, x, weight, eps, grad_residual)
     x_rows, g_rows = _rows(x), _rows(grad)
     rows, hidden = x_rows.shape
-    dx, inv_rms = torch.empty_like(x_rows), torch.empty(rows, dtype=torch.float32, device=x.device)
+    dx, inv_rms = torch.empty_like(x), torch.empty(rows, dtype=torch.float32, device=x.device)
     residual_rows = _rows(grad_residual) if grad_residual is not None else g_rows  # unread without it
-    _kernel("norms", "rms_norm_grad_input", x.dtype)(g_rows, x_rows, _float32(weight), residual_rows, dx, inv_rms,
-                                                      hidden, eps, int(grad_residual is not None),
-                                                      **_row_launch(rows))
+    with _contiguous(dx) as dx_rows:
+        _kernel("norms", "rms_norm_grad_input", x.dtype)(g_rows, x_rows, _float32(weight), residual_rows, dx_rows,
+                                                          inv_rms, hidden, eps, int(grad_residual is not None),
+                                                          **_row_launch(rows))
     dweight = torch.empty(hidden, dtype=torch.float32, device=x.device)
     _kernel("norms", "rms_norm_grad_weight", x.dtype)(g_rows, x_rows, inv_rms, dweight, rows, hidden,
                                                        threads=[hidden])
-    return torch.empty_like(x).copy_(dx.view(x.shape)), dweight.to(weight.dtype)
+    return dx, dweight.to(weight.dtype)
 
 
 def silu_and_mul(x: Tensor) -> Tensor:
@@ -115,20 +127,20 @@ def silu_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     if not x.numel() or grad.shape != (*x.shape[:-1], half) or grad.dtype != x.dtype or not _one_device(grad, x):
         return reference._silu_and_mul_backward_ref(grad, x)
-    dx = torch.empty_like(_rows(x))
-    _kernel("activations", "silu_and_mul_grad", x.dtype)(grad.contiguous(), _rows(x), dx, half,
-                                                          threads=[grad.numel()])
-    return torch.empty_like(x).copy_(dx.view(x.shape))
+    dx = torch.empty_like(x)
+    with _contiguous(dx) as dx_rows:
+        _kernel("activations", "silu_and_mul_grad", x.dtype)(grad.contiguous(), _rows(x), dx_rows, half,
+                                                              threads=[grad.numel()])
+    return dx
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     out = torch.empty_like(x)
     if x.numel():
-        tokens, heads, head_dim = x.shape
-        rotated = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        _kernel("rotary", "rotary_embedding", x.dtype)(x.contiguous(), cos, sin, rotated, heads, head_dim // 2,
-                                                        threads=[x.numel() // 2])
-        out.copy_(rotated)
+        _, heads, head_dim = x.shape
+        with _contiguous(out) as rotated:
+            _kernel("rotary", "rotary_embedding", x.dtype)(x.contiguous(), cos, sin, rotated, heads, head_dim // 2,
+                                                            threads=[x.numel() // 2])
     return out
 
 
