@@ -1,4 +1,10 @@
-"""torchplug-cuda: NVIDIA GPUs through torch's CUDA runtime."""
+"""torchplug-cuda: NVIDIA GPUs through torch's CUDA runtime.
+
+The whole backend: its spec and availability probe (below); its eager kernels, torchplug.kernels'
+Triton source registered under the CUDA key with the CUDA launch config (`kernels`); its
+torch.compile target, from `Backend.codegen()` (torch's own Triton codegen natively, torchplug's
+host target when emulated); and its expected conformance failures, conformance.toml beside this file.
+"""
 
 import torch
 
