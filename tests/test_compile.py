@@ -6,7 +6,7 @@ slow on small machines, so each process compiles a handful of graphs at most.
 
 import os
 
-from conftest import REPO, make_plugin
+from conftest import REPO, make_plugin, run_cli
 from emulation_helpers import CHECKS, run_json
 
 # The snippet: a compiled MLP matches eager on each device named in DEVICES.
@@ -139,3 +139,9 @@ print(json.dumps(RESULTS))
         assert any("without CUDA graphs" in m for m in results[mode]["value"]), results[mode]
     refused = results["cpp_wrapper"]
     assert not refused["ok"] and "cpp_wrapper" in refused["message"] and "aoti_torch_xpu_" in refused["message"]
+
+
+def test_doctor_runs_the_compile_canary_on_emulated_devices():
+    result = run_cli("doctor", "mps", TORCHPLUG_EMULATE="mps")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "compiled softmax+matmul+layer_norm matches eager on mps" in result.stdout
