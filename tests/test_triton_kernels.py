@@ -65,15 +65,17 @@ def test_trace_shows_the_backends_triton_kernel(backend_results):
 def test_without_the_interpreter_emulation_keeps_the_cpu_kernels():
     code = """
         import json, torch
-        from torchplug import ops, dispatcher
         from torchplug.entrypoints import backend
+        before = backend("xpu").status().reason  # what `torchplug list` says before any op ran
+        from torchplug import ops, dispatcher
         x = torch.ones(2, 8, device="xpu")
         with dispatcher.trace() as t:
             ops.rms_norm(x, torch.ones(8, device="xpu"), 1e-6)
-        print(json.dumps([t.events[0].route, backend("xpu").status().reason]))
+        print(json.dumps([t.events[0].route, before, backend("xpu").status().reason]))
     """
-    route, reason = json.loads(run_python(code, TORCHPLUG_EMULATE="xpu").stdout.strip().splitlines()[-1])
+    route, before, reason = json.loads(run_python(code, TORCHPLUG_EMULATE="xpu").stdout.strip().splitlines()[-1])
     assert route == "native"
+    assert before == reason
     assert "Triton kernels not active: the emulated device keeps the CPU kernels" in reason
     assert "TRITON_INTERPRET=1" in reason or "triton package is not installed" in reason
 
