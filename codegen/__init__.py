@@ -7,7 +7,7 @@ autoload and installed on Inductor's first compile, never inside ``import torch`
 
 from .target import CodegenTarget
 
-__all__ = ["CodegenTarget", "arm", "install_armed"]
+__all__ = ["CodegenTarget", "arm"]
 
 
 def arm(backend) -> None:
@@ -16,9 +16,3 @@ def arm(backend) -> None:
 
     _arm(backend)
 
-
-def install_armed() -> None:
-    """Install every armed backend's target now (idempotent); Inductor's entry points call it."""
-    from .entry import install_armed as _install_armed
-
-    _install_armed()

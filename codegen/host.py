@@ -8,9 +8,9 @@ and Inductor must treat the device type as host memory (patches.py).
 
 import threading
 import warnings
-from typing import Any
 from collections.abc import Hashable
 from textwrap import dedent
+from typing import Any
 
 from .. import TorchplugWarning
 from .target import CodegenTarget
@@ -86,7 +86,7 @@ def host_op_overrides(device_type: str) -> Any:
 
 
 def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run Inductor's `compile_fx`, adjusted where a graph's inputs live on a host-target device.
+    """Run Inductor's `compile_fx`, adjusted where a graph's inputs live on an emulated device.
 
     * CUDA graphs (mode="reduce-overhead" / "max-autotune") need a real GPU: the graph compiles
       without them, with a warning.
@@ -98,16 +98,16 @@ def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any
     from torch._inductor import config
 
     from ..emulation.runtime import backward_unsupported
-    from .patches import host_device_types
+    from .patches import emulated_device_types
 
     tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
-    host = sorted({t.device.type for t in tensors} & host_device_types())
+    host = sorted({t.device.type for t in tensors} & emulated_device_types())
     if not host:
         return compile_fx(model, example_inputs, *args, **kwargs)
     patches = dict(kwargs.get("config_patches") or {})
     if patches.get("triton.cudagraphs", config.triton.cudagraphs):
-        _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: host kernels "
-              "have no graphs to capture (mode='reduce-overhead' and 'max-autotune' ask for them)")
+        _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: an emulated "
+              "device has no graphs to capture (mode='reduce-overhead' and 'max-autotune' ask for them)")
         kwargs["config_patches"] = {**patches, "triton.cudagraphs": False}
     reason = None
     if torch.is_grad_enabled():

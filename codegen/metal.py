@@ -20,6 +20,7 @@ captured: list[Path] = []  # the Metal sources kept in this process, in order
 
 class MetalCaptureTarget(CodegenTarget):
     name = "metal-capture (emulated; codegen only, Metal cannot run here)"
+    runs_kernels = False
 
     def __init__(self, device_type: str = "mps") -> None:
         self.device_type = device_type

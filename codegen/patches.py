@@ -29,8 +29,9 @@ class TorchInternalsChanged(RuntimeError):
     """torch's internals are not what torchplug's host compile target was written against."""
 
 
-def host_device_types() -> frozenset[str]:
-    return frozenset(_host_types)
+def emulated_device_types() -> frozenset[str]:
+    """The device types a torchplug target (host or fidelity) compiles for in this process."""
+    return frozenset(_host_types | _interpreted_types)
 
 
 def unsupported_reason() -> str | None:

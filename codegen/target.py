@@ -13,6 +13,7 @@ class CodegenTarget(ABC):
     """
 
     name: str  # short label, e.g. "host-cpp", "torch-triton", "triton-interpreter"
+    runs_kernels: bool = True  # False where the generated code cannot run on this machine (captured only)
 
     @abstractmethod
     def install(self) -> None: ...

@@ -52,7 +52,9 @@ def _to(x: Any, device: torch.device, grad: bool = False) -> Any:
     def leaf(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
-        return t.detach().to(device).requires_grad_(grad and t.requires_grad)
+        # Always a copy: on the CPU backend .to() would hand back the sample itself (in-place ops would
+        # change it, and views would keep the sample's storage offset where the reference has none).
+        return t.detach().to(device, copy=True).requires_grad_(grad and t.requires_grad)
     return tree_map(leaf, x)
 
 

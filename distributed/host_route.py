@@ -6,10 +6,11 @@ device's tensors live in host memory, so its collectives are the CPU collectives
 of those tensors: gloo reads and writes the device memory in place, with no copies. One kernel,
 registered for every c10d op under each emulated dispatch key, does that translation:
 
-* it checks every tensor is on the one emulated device the op was called for, before any data
-  moves (a CPU or other-device tensor is refused, as NCCL/XCCL refuse it);
-* it calls the op again with host aliases (which dispatches to the CPU kernel and to the process
-  group's CPU backend, gloo) and hands back the caller's device tensors;
+* it checks, before any data moves, that every tensor is on the one emulated device the op was
+  called for (a CPU or other-device tensor is refused, as NCCL/XCCL refuse it) and that the group
+  has a backend for that device type;
+* it runs the op's CPU kernel on host aliases (that kernel hands them to the group's CPU backend,
+  gloo) and hands back the caller's device tensors;
 * its Work completes with the device tensors, so futures (DDP's comm hooks, async_op=True) see
   the tensors they passed in, not CPU aliases.
 """
@@ -150,6 +151,8 @@ def _check_single_device(op_name: str, device_type: str, args: Any, kwargs: Any)
         elif isinstance(value, (list, tuple)):
             for v in value:
                 visit(v)
+        elif isinstance(value, dict):
+            visit(list(value.values()))
 
     visit(args)
     visit(kwargs)

@@ -27,6 +27,12 @@ def _emulation() -> ModuleType:
     return build.load()
 
 
+def _distributed() -> ModuleType:
+    from ..distributed import build
+
+    return build.load()
+
+
 def _cpu() -> ModuleType:
     try:
         from torchplug_cpu import kernels
@@ -40,6 +46,7 @@ def _cpu() -> ModuleType:
 TARGETS: dict[str, list[tuple[str, Callable[[], ModuleType]]]] = {
     "dispatcher": [("torchplug_dispatch", _dispatcher)],
     "emulation": [("torchplug_emulation", _emulation)],
+    "distributed": [("torchplug_distributed", _distributed)],
     # the CPU kernels register through the dispatcher's C++ half, so they need it too
     "cpu": [("torchplug_dispatch", _dispatcher), ("torchplug_cpu_ext", _cpu)],
 }

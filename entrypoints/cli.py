@@ -104,6 +104,11 @@ def _doctor_check(row: Row) -> tuple[str, str]:
     compiled_before, start = len(extension.builds), time.perf_counter()
     try:
         checked = backend(row.name).smoke_test()
+        target = backend(row.name).codegen()
+        if row.mode == "emulated" and target is not None and target.runs_kernels:
+            from ..codegen.canary import canary
+
+            checked += f"; {canary(backend(row.name).device())}"  # the compile patches still fit this torch
     except Exception as err:
         return "FAIL", f"{type(err).__name__}: {err}"
     # A first check may compile an extension: report that apart from the op's own time.

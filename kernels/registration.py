@@ -22,6 +22,7 @@ import torch
 
 from ..emulation import triton_interpreter
 from ..entrypoints import DeviceStatus
+from ..entrypoints.backend import Mode
 from .launch import LaunchConfig
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
@@ -36,7 +37,8 @@ class BackendKernels:
         self.plugin = plugin  # e.g. "torchplug_cuda"
         self.serving: tuple[str, ...] = ()  # ops registered
         self.mode = ""  # how they run once registered, e.g. "compiled", "interpreted"
-        self.problem = "not registered yet: they register when torchplug.ops is first imported"
+        self.problem = ""  # why they are not registered, once registering was tried
+        self._waiting = False  # registration waits for torchplug.ops to be imported
         self._lock = threading.Lock()
 
     @property
@@ -44,12 +46,13 @@ class BackendKernels:
         """How traces name the route, e.g. "torchplug_cuda triton kernel"."""
         return f"{self.plugin} {self.kind} kernel"
 
-    def unavailable_reason(self, backend) -> str | None:
-        """None when the kernels can run on `backend`'s device here, else why not (with the fix)."""
+    def unavailable_reason(self, mode: Mode) -> str | None:
+        """None when the kernels can run on a device in `mode` ("native", "emulated"), else why not
+        (with the fix)."""
         raise NotImplementedError
 
-    def prepare(self, backend) -> str:
-        """Get ready to register (cheap); returns the mode shown by `describe()`."""
+    def prepare(self, mode: Mode) -> str:
+        """Get ready to register (cheap); returns how they run, shown by `describe()`."""
         raise NotImplementedError
 
     def bind(self) -> dict[str, Callable]:
@@ -59,6 +62,7 @@ class BackendKernels:
     def register_when_ops_defined(self, backend) -> None:
         from ..dispatcher import when_torchplug_ops_defined
 
+        self._waiting = True
         when_torchplug_ops_defined(lambda: self.register(backend))
 
     def register(self, backend) -> None:
@@ -66,30 +70,34 @@ class BackendKernels:
         from ..dispatcher import register
 
         with self._lock:
+            self._waiting = False
             if self.serving:
                 return
-            if backend.status().mode == "unavailable":
-                self.problem = "the device is unavailable"
-                return
-            self.problem = self.unavailable_reason(backend) or ""
+            device_mode = backend.status().mode
+            self.problem = self.unavailable_reason(device_mode) or ""
             if self.problem:
                 return
-            mode = self.prepare(backend)
+            how = self.prepare(device_mode)
             kernels = self.bind()
             for op, kernel in kernels.items():
                 register(f"torchplug::{op}", backend.spec.name, kernel, dtypes=DTYPES, label=self.label)
-            self.serving, self.mode = tuple(kernels), mode
+            self.serving, self.mode = tuple(kernels), how
 
-    def describe(self) -> str:
+    def describe(self, mode: Mode) -> str:
+        """What serves on a device in `mode`, for `torchplug list`."""
+        name = f"{self.kind.capitalize()} kernels"
         if self.serving:
-            return f"{self.kind.capitalize()} kernels ({self.mode}) serve {', '.join(self.serving)}"
-        return f"{self.kind.capitalize()} kernels not active: {self.problem}"
+            return f"{name} ({self.mode}) serve {', '.join(self.serving)}"
+        if self._waiting:  # torchplug.ops is not imported yet: say what will happen when it is
+            reason = self.unavailable_reason(mode)
+            return f"{name} not active: {reason}" if reason else f"{name} register when torchplug.ops is first imported"
+        return f"{name} not active: {self.problem or 'never registered'}"
 
     def annotate(self, status: DeviceStatus) -> DeviceStatus:
         """The backend's status with what `torchplug list` should say about these kernels."""
         if status.mode == "unavailable":
             return status
-        return dataclasses.replace(status, reason="; ".join(filter(None, (status.reason, self.describe()))))
+        return dataclasses.replace(status, reason="; ".join(filter(None, (status.reason, self.describe(status.mode)))))
 
 
 class TritonKernels(BackendKernels):
@@ -101,8 +109,10 @@ class TritonKernels(BackendKernels):
         super().__init__(plugin)
         self.config = config
 
-    def unavailable_reason(self, backend) -> str | None:
-        if backend.status().mode == "emulated":
+    def unavailable_reason(self, mode: Mode) -> str | None:
+        if mode == "unavailable":
+            return "the device is unavailable"
+        if mode == "emulated":
             reason = triton_interpreter.unavailable_reason()
             if reason is not None:
                 return f"the emulated device keeps the CPU kernels: {reason}"
@@ -114,8 +124,8 @@ class TritonKernels(BackendKernels):
             return "the triton package is not installed (pip install triton): torch's reference serves the ops"
         return None
 
-    def prepare(self, backend) -> str:
-        if backend.status().mode == "emulated":
+    def prepare(self, mode: Mode) -> str:
+        if mode == "emulated":
             triton_interpreter.enable()  # before the kernel modules define their @triton.jit functions
             return "interpreted"
         return "compiled"

@@ -21,7 +21,7 @@ def test_build_finds_the_cached_extensions_and_rejects_unknown_targets():
         ("torchplug_dispatch", "cached"), ("torchplug_cpu_ext", "cached")]
     assert "not built yet" not in result.stderr
     wrong = run_process([TORCHPLUG, "build", "cpuu"], check=False, env=clean_env())
-    assert wrong.returncode == 2 and "unknown target 'cpuu'; choose from dispatcher, emulation, cpu" in wrong.stderr
+    assert wrong.returncode == 2 and "unknown target 'cpuu'; choose from dispatcher, emulation, distributed, cpu" in wrong.stderr
 
 
 def test_only_commands_that_build_silence_the_not_built_warning():

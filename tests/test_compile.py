@@ -6,7 +6,7 @@ slow on small machines, so each process compiles a handful of graphs at most.
 
 import os
 
-from conftest import REPO, make_plugin
+from conftest import REPO, cli_json, make_plugin, run_cli
 from emulation_helpers import CHECKS, run_json
 
 # The snippet: a compiled MLP matches eager on each device named in DEVICES.
@@ -139,3 +139,31 @@ print(json.dumps(RESULTS))
         assert any("without CUDA graphs" in m for m in results[mode]["value"]), results[mode]
     refused = results["cpp_wrapper"]
     assert not refused["ok"] and "cpp_wrapper" in refused["message"] and "aoti_torch_xpu_" in refused["message"]
+
+
+def test_doctor_runs_the_compile_canary_on_emulated_devices():
+    result = run_cli("doctor", "mps", TORCHPLUG_EMULATE="mps")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "compiled softmax+matmul+layer_norm matches eager on mps" in result.stdout
+
+
+def test_list_shows_each_backends_codegen_target():
+    def targets(**env: str) -> dict[str, str]:
+        return {p["name"]: p["codegen"] for p in cli_json("list", **env)["plugins"]}
+
+    plain = targets(TORCHPLUG_EMULATE="xpu,mps")
+    assert plain["xpu"] == plain["mps"] == "inductor: host-cpp (emulated)"
+    assert plain["cpu"] == "inductor: torch cpp (native)"
+    assert plain["rocm"] == "inductor: none — the device is unavailable"
+    fidelity = targets(TORCHPLUG_EMULATE="xpu,mps", TORCHPLUG_EMULATE_INDUCTOR="triton")
+    assert fidelity["xpu"].startswith("inductor: triton-interpreter") and "slow" in fidelity["xpu"]
+    assert fidelity["mps"].startswith("inductor: metal-capture")
+
+
+def test_targets_refuse_a_torch_outside_the_verified_range(monkeypatch):
+    from torchplug.codegen import patches
+    from torchplug.codegen.host import HostCppTarget
+
+    monkeypatch.setattr(patches.torch, "__version__", "2.14.0")
+    status = HostCppTarget("xpu").status()
+    assert status.startswith("inductor: none — torch 2.14.0 is outside the range") and patches.TORCH_RANGE in status

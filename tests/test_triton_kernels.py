@@ -1,8 +1,8 @@
-"""torchplug.kernels' Triton kernels on emulated cuda and xpu, run by Triton's interpreter.
+"""torchplug.kernels' Triton kernels on emulated cuda, rocm and xpu, run by Triton's interpreter.
 
-One child process per device runs the whole matrix in triton_kernel_cases.py (every op, dtype,
-shape class and stride pattern, errors, trace routes); each case is one test here. Without
-triton installed they skip with the reason.
+One child process per backend runs the whole matrix in triton_kernel_cases.py (every op, dtype,
+shape class and stride pattern, errors, trace routes); each case is one test here. rocm emulates
+torch's cuda device with its own launch config. Without triton installed they skip with the reason.
 """
 
 import json
@@ -14,7 +14,8 @@ from conftest import run_python
 from triton_kernel_cases import CASES, OPS
 
 TESTS = Path(__file__).resolve().parent
-DEVICES = {"cuda": "torchplug_cuda", "xpu": "torchplug_xpu"}
+# backend -> the torch device type it emulates: rocm runs the same kernels with its own launch config
+BACKENDS = {"cuda": "cuda", "xpu": "xpu", "rocm": "cuda"}
 
 
 def _interpreter_reason() -> str | None:
@@ -26,36 +27,36 @@ def _interpreter_reason() -> str | None:
 needs_triton = pytest.mark.skipif(_interpreter_reason() is not None, reason=str(_interpreter_reason()))
 
 
-def run_cases(device: str) -> dict:
-    code = f"import triton_kernel_cases as cases; cases.main({device!r})"
-    result = run_python(code, path=TESTS, TORCHPLUG_EMULATE=device, TRITON_INTERPRET="1")
+def run_cases(backend: str) -> dict:
+    code = f"import triton_kernel_cases as cases; cases.main({BACKENDS[backend]!r})"
+    result = run_python(code, path=TESTS, TORCHPLUG_EMULATE=backend, TRITON_INTERPRET="1")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module", params=list(DEVICES))
-def device_results(request):
+@pytest.fixture(scope="module", params=list(BACKENDS))
+def backend_results(request):
     import torch
 
-    if request.param == "cuda" and (torch.version.cuda or torch.version.hip):
+    if BACKENDS[request.param] == "cuda" and (torch.version.cuda or torch.version.hip):
         pytest.skip(f"torch {torch.__version__} drives cuda itself: emulation cannot take the device type")
     return request.param, run_cases(request.param)
 
 
 @needs_triton
 @pytest.mark.parametrize("name", [n for n in CASES if n != "trace-route"])
-def test_case(device_results, name):
-    device, results = device_results
+def test_case(backend_results, name):
+    backend, results = backend_results
     record = results[name]
-    assert record["ok"], f"{name} on emulated {device}: {record['error']}: {record['message']}\n{record['trace']}"
+    assert record["ok"], f"{name} on emulated {backend}: {record['error']}: {record['message']}\n{record['trace']}"
     if str(record["value"]).startswith("SKIP: "):
         pytest.skip(record["value"].removeprefix("SKIP: "))
 
 
 @needs_triton
-def test_trace_shows_the_backends_triton_kernel(device_results):
-    device, results = device_results
+def test_trace_shows_the_backends_triton_kernel(backend_results):
+    backend, results = backend_results
     routes = results["trace-route"]["value"]
-    label = f"{DEVICES[device]} triton kernel"
+    label = f"torchplug_{backend} triton kernel"
     for dtype in ("float32", "bfloat16", "float16"):
         assert routes[dtype] == sorted([f"torchplug::{op}", "kernel", label] for op in OPS), dtype
     assert all(route == "native" for _, route, _ in routes["float64"])  # the plain-torch reference
@@ -64,15 +65,17 @@ def test_trace_shows_the_backends_triton_kernel(device_results):
 def test_without_the_interpreter_emulation_keeps_the_cpu_kernels():
     code = """
         import json, torch
-        from torchplug import ops, dispatcher
         from torchplug.entrypoints import backend
+        before = backend("xpu").status().reason  # what `torchplug list` says before any op ran
+        from torchplug import ops, dispatcher
         x = torch.ones(2, 8, device="xpu")
         with dispatcher.trace() as t:
             ops.rms_norm(x, torch.ones(8, device="xpu"), 1e-6)
-        print(json.dumps([t.events[0].route, backend("xpu").status().reason]))
+        print(json.dumps([t.events[0].route, before, backend("xpu").status().reason]))
     """
-    route, reason = json.loads(run_python(code, TORCHPLUG_EMULATE="xpu").stdout.strip().splitlines()[-1])
+    route, before, reason = json.loads(run_python(code, TORCHPLUG_EMULATE="xpu").stdout.strip().splitlines()[-1])
     assert route == "native"
+    assert before == reason
     assert "Triton kernels not active: the emulated device keeps the CPU kernels" in reason
     assert "TRITON_INTERPRET=1" in reason or "triton package is not installed" in reason
 

@@ -80,14 +80,18 @@ class DeviceWork : public c10d::Work {
   void synchronize() override {}  // host memory: nothing to order against
 
   bool wait(std::chrono::milliseconds timeout) override {
-    try {
-      gloo_->wait(timeout);
-    } catch (...) {
-      if (!gloo_->isCompleted()) {
-        throw;  // the wait itself timed out; the collective may still finish
+    if (timeout != kNoTimeout) {
+      try {
+        gloo_->wait(timeout);
+      } catch (...) {
+        if (!gloo_->isCompleted()) {
+          throw;  // the wait itself timed out; the collective may still finish
+        }
+        // gloo failed: the future, completed by the same event, carries the explained error.
       }
-      // gloo failed: the future, completed by the same event, carries the explained error.
     }
+    // Without a timeout of its own, wait on the future alone: one wake-up, not two. It completes
+    // when gloo's work does, failures included (gloo applies the group's timeout itself).
     future_->wait();
     if (future_->hasError()) {
       std::rethrow_exception(future_->exception_ptr());

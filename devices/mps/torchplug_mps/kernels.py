@@ -6,19 +6,22 @@ memory) the CPU kernels emulation serves stay, and `torchplug list` says so.
 
 from collections.abc import Callable
 
+from torchplug.entrypoints.backend import Mode
 from torchplug.kernels import BackendKernels
 
 
 class MetalKernels(BackendKernels):
     kind = "metal"
 
-    def unavailable_reason(self, backend) -> str | None:
-        if backend.status().mode == "emulated":
+    def unavailable_reason(self, mode: Mode) -> str | None:
+        if mode == "unavailable":
+            return "the device is unavailable"
+        if mode == "emulated":
             return ("Metal kernels need a real Apple GPU: the emulated device keeps the CPU kernels "
                     "(see docs/gpu-kernels.md for what is verified where)")
         return None
 
-    def prepare(self, backend) -> str:
+    def prepare(self, mode: Mode) -> str:
         return "compiled on first use"
 
     def bind(self) -> dict[str, Callable]:
