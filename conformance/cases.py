@@ -1,7 +1,7 @@
 """What one conformance case is, and what running it gives."""
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 MODES = ("eager", "autograd", "out", "noncontiguous", "compile")
@@ -33,7 +33,6 @@ class CaseResult:
     time_s: float = 0.0
     arbitrated: bool = False  # float64 decided a low-precision mismatch
     manifest_reason: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

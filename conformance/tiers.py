@@ -1,7 +1,7 @@
 """Tiers: which ops, dtypes, modes and how many samples a run covers."""
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .cases import MODES
 
@@ -47,7 +47,6 @@ class Selection:
     ops: str | None = None  # a regular expression over op names (--ops)
     op: str | None = None  # exactly this op (--op, from a repro line)
     sample: int | None = None  # exactly this sample index (--sample)
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def tier_ops(tier: str, all_names: list[str], mode: str) -> list[str]:

@@ -1,11 +1,11 @@
 """Defects PyTorch's own device-generic tests (TestCommon) found in the emulated runtime.
 
 Each test fails on the runtime before its fix: a CPU tensor accepted as out= (and resized), a
-composite kernel reaching a DispatchStub with the emulated device type, ctc_loss on 'cuda' asking
-a CUDA-only op, narrow_copy raising the CPU kernel's error instead of a GPU's, addr_ silently
-resizing a 0-dim self (a wrong result where the CPU and GPUs refuse), a crash on a conj-bit CPU
-scalar, and a sparse result refused with an error that named neither the op nor a
-way out.
+composite kernel reaching a DispatchStub with the emulated device type, ctc_loss and
+mm(out_dtype=) on 'cuda' asking for CUDA-only ops, narrow_copy raising the CPU kernel's error
+instead of a GPU's, addr_ silently resizing a 0-dim self (a wrong result where the CPU and GPUs
+refuse), a crash on a conj-bit CPU scalar, and a sparse result refused with an error that named
+neither the op nor a way out.
 """
 
 import pytest
@@ -62,6 +62,21 @@ check("addr_in_place_0dim", lambda: torch.tensor(2., device="xpu").addr_(torch.o
                                                                           torch.ones(2, device="xpu")).tolist())
 check("narrow_copy_bad_dim", lambda: torch.narrow_copy(torch.ones(2, 3, 4, device="xpu"), 3, 0, 0))
 
+def out_dtype_matmuls():
+    """torch.mm(..., out_dtype=) and its kin exist only in CUDA builds; linear_cross_entropy uses them on 'cuda'."""
+    a, b = torch.randn(4, 8, dtype=torch.float16), torch.randn(8, 3, dtype=torch.float16)
+    ref = a.float() @ b.float()
+    got = torch.mm(a.to("cuda"), b.to("cuda"), out_dtype=torch.float32)
+    out = torch.empty(0, device="cuda")
+    torch.mm(a.to("cuda"), b.to("cuda"), out_dtype=torch.float32, out=out)
+    bias = torch.randn(3)
+    added = torch.addmm(bias.to("cuda"), a.to("cuda"), b.to("cuda"), out_dtype=torch.float32)
+    return [got.dtype == torch.float32 and torch.allclose(got.cpu(), ref), torch.allclose(out.cpu(), ref),
+            torch.allclose(added.cpu(), bias + ref, atol=1e-5)]
+check("out_dtype_matmuls", out_dtype_matmuls)
+check("out_dtype_refused", lambda: torch.mm(torch.ones(2, 2, device="cuda"), torch.ones(2, 2, device="cuda"),
+                                            out_dtype=torch.float16))
+
 def sparse():
     torch.randn(3, 3, device="xpu").to_sparse()
 check("sparse", sparse)
@@ -117,6 +132,12 @@ def test_addr_in_place_refuses_a_0dim_self_instead_of_a_wrong_result(session):
     assert session["addr_in_place"] == {"ok": True, "value": True}, session["addr_in_place"]
     record = session["addr_in_place_0dim"]
     assert not record["ok"] and "2D tensor expected, got 0D tensor" in record["message"], record
+
+
+def test_matmuls_with_out_dtype_on_emulated_cuda(session):
+    assert session["out_dtype_matmuls"] == {"ok": True, "value": [True, True, True]}, session["out_dtype_matmuls"]
+    record = session["out_dtype_refused"]
+    assert not record["ok"] and "out_dtype must be" in record["message"], record
 
 
 def test_device_tensor_times_a_conj_cpu_scalar_and_its_gradient():

@@ -15,6 +15,7 @@
 //    gradient on XPU only (real XPU kernels accept one, the CPU kernel does not): made contiguous;
 //  * _copy_from and _copy_from_and_resize, which have no CPU kernel but which torch's copying CPU
 //    fallback (at::native::cpu_fallback) uses to write results back to a device;
+//  * mm, bmm, addmm and baddbmm with out_dtype, which only CUDA builds implement: widened inputs;
 //  * _use_cudnn_ctc_loss and _use_miopen_ctc_loss, which ctc_loss asks on 'cuda' and which only
 //    CUDA builds implement: false;
 //  * _to_copy with non_blocking=True to the CPU, which asks torch's accelerator for pinned memory,
@@ -181,6 +182,39 @@ void no_vendor_library(const c10::OperatorHandle& /*op*/, torch::jit::Stack* sta
   stack->push_back(false);
 }
 
+// mm, bmm, addmm and baddbmm with out_dtype (the .dtype and .dtype_out overloads), which only CUDA
+// builds implement: the inputs are widened to out_dtype and the plain op runs on the device, so
+// fp16/bf16 products accumulate in fp32 as they do on a GPU.
+constexpr const char* kOutDtypeMatmuls[] = {"mm.dtype", "mm.dtype_out", "bmm.dtype", "bmm.dtype_out",
+                                            "addmm.dtype", "addmm.dtype_out", "baddbmm.dtype", "baddbmm.dtype_out"};
+
+void matmul_with_out_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  std::vector<c10::IValue> args = torch::jit::pop(*stack, arguments.size());
+  const auto at = [&](const char* name) { return *schema.argumentIndexWithName(name); };
+  const auto out_dtype = static_cast<c10::ScalarType>(args[at("out_dtype")].toInt());
+  const c10::ScalarType input = args[0].toTensor().scalar_type();
+  TORCH_CHECK(out_dtype == input || (out_dtype == at::kFloat && (input == at::kHalf || input == at::kBFloat16)),
+              op.operator_name(), ": out_dtype must be the inputs' dtype, or float32 for float16/bfloat16 inputs; got ",
+              out_dtype, " for ", input, " inputs");
+  const c10::OperatorHandle plain =
+      c10::Dispatcher::singleton().findSchemaOrThrow(op.operator_name().name.c_str(), "");
+  torch::jit::Stack call;
+  for (const c10::Argument& argument : plain.schema().arguments()) {
+    const c10::IValue& value = args[at(argument.name().c_str())];
+    call.push_back(value.isTensor() ? c10::IValue(value.toTensor().to(out_dtype)) : value);
+  }
+  plain.callBoxed(&call);
+  at::Tensor result = call.at(0).toTensor();
+  if (schema.overload_name() == "dtype_out") {
+    at::Tensor out = args[at("out")].toTensor();
+    out.resize_(result.sizes()).copy_(result);
+    result = out;
+  }
+  stack->push_back(std::move(result));
+}
+
 c10::DispatchKey autograd_key(c10::DeviceType type) {
   switch (type) {
     case c10::DeviceType::CUDA: return c10::DispatchKey::AutogradCUDA;
@@ -211,6 +245,9 @@ void register_composite_overrides(c10::DeviceType type) {
   host->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&synchronous_to_copy>());
   host->impl("_copy_from", torch::CppFunction::makeFromBoxedFunction<&copy_from>());
   host->impl("_copy_from_and_resize", torch::CppFunction::makeFromBoxedFunction<&copy_from_and_resize>());
+  for (const char* name : kOutDtypeMatmuls) {
+    host->impl(name, torch::CppFunction::makeFromBoxedFunction<&matmul_with_out_dtype>());
+  }
   for (const char* name : kVendorLibraryProbes) {
     host->impl(name, torch::CppFunction::makeFromBoxedFunction<&no_vendor_library>());
   }
