@@ -6,6 +6,7 @@ armed target before they run (so even the joint-graph passes see the registratio
 """
 
 import functools
+import os
 import threading
 from types import ModuleType
 from typing import Any
@@ -22,9 +23,11 @@ _streams_hooked = False
 
 def arm(backend: Any) -> None:
     global _hooked, _streams_hooked
-    from ..emulation import attached
+    emulated = False
+    if os.environ.get("TORCHPLUG_EMULATE"):  # without it, emulation is never even imported
+        from ..emulation import attached
 
-    emulated = backend.spec.device_type in attached()
+        emulated = backend.spec.device_type in attached()
     with _lock:
         _armed.append(backend)
         hook_entry, _hooked = not _hooked, True
