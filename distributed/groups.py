@@ -8,7 +8,8 @@ them: "xccl" becomes "cpu:torchplug,xpu:torchplug" (the CPU entry is where torch
 find gloo, see host_route.py). Only emulated device types are translated: CPU keeps gloo, and
 a device torch really drives keeps its native backend. The first group made routes the emulated
 types' c10d ops to gloo (host_route.py), whatever its backend (plain "gloo" serves emulated cuda
-as it serves real cuda). destroy_process_group also forgets the group's peers (peers.py).
+as it serves real cuda). destroy_process_group first lets gloo's worker threads finish with the
+emulated devices' work (host_route.settle), then forgets the group's peers (peers.py).
 """
 
 import functools
@@ -65,6 +66,7 @@ def install(emulated: Callable[[], dict[str, str]]) -> None:
 
     @functools.wraps(destroy)
     def destroy_process_group(*args, **kwargs):
+        host_route.settle()
         try:
             return destroy(*args, **kwargs)
         finally:

@@ -15,6 +15,7 @@ registered for every c10d op under each emulated dispatch key, does that transla
   the tensors they passed in, not CPU aliases.
 """
 
+import atexit
 import functools
 import threading
 import warnings
@@ -35,6 +36,8 @@ _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _lock = threading.Lock()
 _libraries: dict[str, torch.library.Library] = {}  # dispatch key -> its registrations (kept alive)
 _extension: ModuleType | None = None  # build.load(), kept: looking it up per call costs 25 us
+# How long settle() waits for gloo's worker threads; only a collective stuck behind a dead peer takes it.
+_SETTLE_S = 10.0
 
 
 def c10d_ops() -> list[torch._ops.OpOverload]:
@@ -56,7 +59,9 @@ def install(device_type: str, dispatch_key: str) -> None:
     with _lock:
         if dispatch_key in _libraries:
             return
-        _extension = build.load()
+        if _extension is None:
+            _extension = build.load()
+            atexit.register(settle)  # runs before the interpreter finalizes (device_work.cpp says why)
         library = torch.library.Library("c10d", "IMPL")
         with warnings.catch_warnings():
             # CUDA and PrivateUse1 already have kernels that expect a real device runtime; on a build
@@ -121,6 +126,17 @@ class _Aliases:
         if isinstance(value, (list, tuple)):
             return type(value)(self.to_device(v) for v in value)
         return value
+
+
+def settle() -> None:
+    """Wait until gloo's worker threads have let go of every emulated device's collective work.
+
+    Called before a group is destroyed and at exit, so that the last release of the work's tensors
+    happens on a Python thread: if a worker thread did it while the interpreter finalizes, the
+    process would abort after a successful run.
+    """
+    if _extension is not None:
+        _extension.settle(_SETTLE_S)
 
 
 def _is_work(value: Any) -> bool:

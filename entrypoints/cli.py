@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -227,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_check(commands)
     args = parser.parse_args(argv)
     from .loader import PluginError
+
+    # The user's "line" is the command they typed: warnings name their category, not torchplug's source.
+    warnings.formatwarning = lambda message, category, *_, **__: f"{category.__name__}: {message}\n"
 
     try:
         return args.run(args)

@@ -20,7 +20,6 @@ from typing import ClassVar
 
 import torch
 
-from ..emulation import triton_interpreter
 from ..entrypoints import DeviceStatus
 from ..entrypoints.backend import Mode
 from .launch import LaunchConfig
@@ -113,6 +112,8 @@ class TritonKernels(BackendKernels):
         if mode == "unavailable":
             return "the device is unavailable"
         if mode == "emulated":
+            from ..emulation import triton_interpreter  # only here: without emulation it is never imported
+
             reason = triton_interpreter.unavailable_reason()
             if reason is not None:
                 return f"the emulated device keeps the CPU kernels: {reason}"
@@ -126,6 +127,8 @@ class TritonKernels(BackendKernels):
 
     def prepare(self, mode: Mode) -> str:
         if mode == "emulated":
+            from ..emulation import triton_interpreter
+
             triton_interpreter.enable()  # before the kernel modules define their @triton.jit functions
             return "interpreted"
         return "compiled"

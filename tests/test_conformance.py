@@ -143,7 +143,8 @@ def test_pytest_runs_the_same_cases_as_items(tpbad_run, tmp_path):
     result = run_python(code, path=root, check=False, TORCHPLUG_EMULATE="tpbad")
     expected = {f"tpbad::neg[{c['dtype']}-eager-{c['sample']}]": c["status"]
                 for c in report["cases"] if c["op"] == "neg" and c["mode"] == "eager"}
-    outcomes = {line.split("::", 1)[1]: line.split()[0] for line in result.stdout.splitlines()
+    # "-rA" summary lines: "OUTCOME nodeid" and, for failures on newer pytest, " - message" after it
+    outcomes = {line.split()[1].split("::", 1)[1]: line.split()[0] for line in result.stdout.splitlines()
                 if line.startswith(("PASSED", "FAILED")) and "::" in line}
     assert outcomes == {name: "PASSED" if status == "pass" else "FAILED" for name, status in expected.items()}, \
         result.stdout[-3000:]

@@ -40,7 +40,8 @@ def _trained(tmp_path, name: str, script: str, *args: str, emulate: str | None) 
     if emulate:
         run_torchrun(EXAMPLES / script, *args, "--save", str(saved), TORCHPLUG_EMULATE=emulate)
     else:  # the CPU reference needs no agent: plain ranks start faster
-        succeeded(run_ranks(EXAMPLES / script, *args, "--device", "cpu", "--save", str(saved)))
+        script_args = [str(EXAMPLES / script), *args, "--device", "cpu", "--save", str(saved)]
+        succeeded(run_ranks("without_finalizing", *script_args))
     return torch.load(saved)
 
 
@@ -108,7 +109,8 @@ def test_destroy_process_group_frees_the_threads_memory_and_state_it_held():
     (result,) = ok(run_ranks("lifecycle", world_size=1, TORCHPLUG_EMULATE="xpu"))
     before, during, after = result["before"], result["during"], result["after"]
     assert during["threads"] > before["threads"] and during["allocated"] > before["allocated"]  # it did hold some
-    assert after == {"threads": before["threads"], "allocated": before["allocated"], "groups": 0}
+    assert during["kept"] > 0  # work gloo's threads may still hold, kept so their release happens on a Python thread
+    assert after == {"threads": before["threads"], "allocated": before["allocated"], "groups": 0, "kept": 0}
     assert result["initialized"] is False
 
 

@@ -6,12 +6,22 @@
 // All of it runs in C++ on gloo's thread, without the GIL, except the explanation of a failure.
 // torch's own future-wrapping Work cannot stand in for this: its wait() returns normally when
 // the future failed, which would turn a dead peer into a silently wrong result.
+//
+// Every such Work is also kept here until gloo's worker thread has let go of it (settle()). That
+// thread drops its references after completing the future, and dropping the last reference to a
+// tensor Python has seen takes the GIL. If that happens while the interpreter finalizes, CPython
+// ends the thread inside a noexcept destructor and the process aborts ("terminate called without
+// an active exception", at exit, after a successful run). Holding one reference here until the
+// worker is done makes the final release happen on a Python thread instead.
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -107,10 +117,54 @@ class DeviceWork : public c10d::Work {
     return future_;
   }
 
+  // True once only this Work holds gloo's: its worker thread has finished with it, callbacks included.
+  bool released_by_gloo() const {
+    return gloo_.use_count() == 1;
+  }
+
  private:
   c10::intrusive_ptr<c10d::Work> gloo_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
+
+// Works gloo's worker threads may still hold (see the top of this file). Touched with the GIL held,
+// except in settle()'s wait, which only reads refcounts.
+std::mutex kept_mutex;
+std::vector<c10::intrusive_ptr<DeviceWork>> kept;
+
+// Drop the kept works gloo has let go of. Called with the GIL held, so a last release happens here.
+void drop_released() {
+  std::vector<c10::intrusive_ptr<DeviceWork>> released;
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    auto still_held = std::partition(kept.begin(), kept.end(), [](const auto& w) { return !w->released_by_gloo(); });
+    released.assign(std::make_move_iterator(still_held), std::make_move_iterator(kept.end()));
+    kept.erase(still_held, kept.end());
+  }
+}  // `released` goes here, outside the lock: a tensor's release may run Python
+
+// Wait (without the GIL, so gloo's threads can take it) until gloo has let go of every kept work,
+// at most `timeout_s`; then drop them here. False if some were still held (e.g. queued behind a
+// collective a dead peer never joins): those stay kept.
+bool settle(double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool all_released = false;
+  {
+    py::gil_scoped_release no_gil;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(kept_mutex);
+        all_released = std::all_of(kept.begin(), kept.end(), [](const auto& w) { return w->released_by_gloo(); });
+      }
+      if (all_released || std::chrono::steady_clock::now() >= deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  drop_released();
+  return all_released;
+}
 
 // `boxed_work` (gloo's, over `hosts`) wrapped so that it completes with `devices`; send/recv
 // works, which have no future, are returned unchanged (their wait() raises gloo's own error).
@@ -140,9 +194,14 @@ py::object device_work(const py::object& boxed_work, const std::vector<at::Tenso
         return to_device(done.value(), aliases);
       },
       gloo_future->elementType());
+  auto wrapped = c10::make_intrusive<DeviceWork>(std::move(work), std::move(future));
+  drop_released();
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    kept.push_back(wrapped);
+  }
   // Boxed as torch's Work class: DeviceWork itself is not a registered custom class.
-  c10::intrusive_ptr<c10d::Work> wrapped = c10::make_intrusive<DeviceWork>(std::move(work), std::move(future));
-  return torch::jit::toPyObject(c10::IValue(std::move(wrapped)));
+  return torch::jit::toPyObject(c10::IValue(c10::intrusive_ptr<c10d::Work>(std::move(wrapped))));
 }
 
 }  // namespace
@@ -152,4 +211,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("device_work", &device_work, py::arg("work"), py::arg("hosts"), py::arg("devices"), py::arg("op"),
         py::arg("group"), py::arg("group_rank"),
         "gloo's boxed Work over `hosts`, made to complete with `devices` and to explain its failures.");
+  m.def("settle", &settle, py::arg("timeout_s"),
+        "Wait until gloo's worker threads have let go of every device work (at most timeout_s), then drop them. "
+        "False if some were still held.");
+  m.def("kept", [] {
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    return kept.size();
+  }, "How many device works are kept until gloo lets go of them.");
 }

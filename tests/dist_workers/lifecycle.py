@@ -1,4 +1,5 @@
-"""destroy_process_group must free what the group held: gloo's threads and the device memory.
+"""destroy_process_group must free what the group held: gloo's threads, the device memory and the
+collective work torchplug keeps until gloo's worker threads let go of it.
 
 One rank suffices (gloo still builds its context, threads and buffers). Reports the process's
 native thread count and the xpu memory counters before, during and after the group.
@@ -10,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from job import init, report
+from torchplug.distributed import host_route, peers
 
 
 def threads() -> int:
@@ -26,10 +28,9 @@ for t in tensors:
 out = torch.empty(1 << 16, device=xpu)
 dist.all_gather_into_tensor(out, tensors[0])
 dist.barrier()
-during = {"threads": threads(), "allocated": torch.xpu.memory_allocated(xpu)}
+during = {"threads": threads(), "allocated": torch.xpu.memory_allocated(xpu), "kept": host_route._extension.kept()}
 del tensors, t, out
 dist.destroy_process_group()
-from torchplug.distributed import peers  # noqa: E402 - what torchplug itself remembered about the group
-
-after = {"threads": threads(), "allocated": torch.xpu.memory_allocated(xpu), "groups": len(peers._groups)}
+after = {"threads": threads(), "allocated": torch.xpu.memory_allocated(xpu), "groups": len(peers._groups),
+         "kept": host_route._extension.kept()}
 report({"before": before, "during": during, "after": after, "initialized": dist.is_initialized()})
