@@ -1,36 +1,21 @@
 """all_gather with outputs of different sizes, which NCCL and XCCL accept and gloo does not.
 
 NCCL runs an uneven all_gather as one broadcast per rank; so do we, on host aliases: each rank
-copies its input into its own output slot, then every slot is broadcast from its owner.
+copies its input into its own output slot, then every slot is broadcast from its owner. The C++
+route (csrc/host_route.cpp) calls this for c10d::allgather_ when the outputs differ in shape.
 """
-
-from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
 
-def allgather(op: Callable[..., Any]) -> Callable[..., Any]:
-    """c10d::allgather_ on host aliases (`op` runs its CPU kernel): gloo's allgather, or broadcasts if uneven."""
-
-    def run(output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], group: torch.ScriptObject,
-            *args: Any, **kwargs: Any) -> tuple[list[list[torch.Tensor]], torch.ScriptObject]:
-        if all(_same_shapes(outputs) for outputs in output_lists):
-            return op(output_lists, inputs, group, *args, **kwargs)
-        if len(output_lists) != 1 or len(inputs) != 1:
-            raise ValueError("an uneven all_gather takes one input tensor and one list of outputs")
-        return output_lists, _broadcast_each(output_lists[0], inputs[0], dist.ProcessGroup.unbox(group))
-
-    return run
-
-
-def _same_shapes(tensors: list[torch.Tensor]) -> bool:
-    return len({t.shape for t in tensors}) <= 1
-
-
-def _broadcast_each(outputs: list[torch.Tensor], input: torch.Tensor, group: dist.ProcessGroup) -> torch.ScriptObject:
+def allgather(output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+              group: torch.ScriptObject) -> torch.ScriptObject:
+    """The uneven all_gather on host aliases; a boxed Work whose future completes with the outputs."""
+    if len(output_lists) != 1 or len(inputs) != 1:
+        raise ValueError("an uneven all_gather takes one input tensor and one list of outputs")
+    outputs, input, group = output_lists[0], inputs[0], dist.ProcessGroup.unbox(group)
     rank = group.rank()
     if outputs[rank].shape != input.shape:
         raise ValueError(

@@ -13,7 +13,8 @@
 // ends the thread inside a noexcept destructor and the process aborts ("terminate called without
 // an active exception", at exit, after a successful run). Holding one reference here until the
 // worker is done makes the final release happen on a Python thread instead.
-#include <torch/csrc/distributed/c10d/Work.hpp>
+#include "collectives.h"
+
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <algorithm>
@@ -22,14 +23,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
-namespace {
-
-// Host alias TensorImpl -> the caller's device tensor.
-using AliasMap = std::unordered_map<const c10::TensorImpl*, at::Tensor>;
+namespace torchplug_distributed {
 
 c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases) {
   if (value.isTensor()) {
@@ -47,6 +44,8 @@ c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases) {
   }
   return value;
 }
+
+namespace {
 
 std::string explain(const std::string& op, const std::string& group, int group_rank, std::exception_ptr error) {
   std::string cause;
@@ -166,28 +165,20 @@ bool settle(double timeout_s) {
   return all_released;
 }
 
-// `boxed_work` (gloo's, over `hosts`) wrapped so that it completes with `devices`; send/recv
-// works, which have no future, are returned unchanged (their wait() raises gloo's own error).
-py::object device_work(const py::object& boxed_work, const std::vector<at::Tensor>& hosts,
-                       const std::vector<at::Tensor>& devices, std::string op, std::string group, int group_rank) {
-  auto work = torch::jit::toIValue(boxed_work, c10::getCustomClassType<c10::intrusive_ptr<c10d::Work>>())
-                  .toCustomClass<c10d::Work>();
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> hosts,
+                                           AliasMap aliases, std::string op, std::string group, int group_rank) {
   c10::intrusive_ptr<c10::ivalue::Future> gloo_future;
   try {
     gloo_future = work->getFuture();
   } catch (const c10::Error&) {
-    return boxed_work;
-  }
-  TORCH_CHECK(hosts.size() == devices.size(), "device_work: ", hosts.size(), " host aliases for ", devices.size(),
-              " device tensors");
-  AliasMap aliases;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    aliases.emplace(hosts[i].unsafeGetTensorImpl(), devices[i]);
+    return work;
   }
   // The callback owns the host aliases until gloo has finished with them.
   auto future = gloo_future->then(
-      [aliases = std::move(aliases), hosts, op = std::move(op), group = std::move(group), group_rank](
-          c10::ivalue::Future& done) -> c10::IValue {
+      [aliases = std::move(aliases), hosts = std::move(hosts), op = std::move(op), group = std::move(group),
+       group_rank](c10::ivalue::Future& done) -> c10::IValue {
         if (done.hasError()) {
           C10_THROW_ERROR(DistBackendError, explain(op, group, group_rank, done.exception_ptr()));
         }
@@ -200,22 +191,20 @@ py::object device_work(const py::object& boxed_work, const std::vector<at::Tenso
     std::lock_guard<std::mutex> lock(kept_mutex);
     kept.push_back(wrapped);
   }
-  // Boxed as torch's Work class: DeviceWork itself is not a registered custom class.
-  return torch::jit::toPyObject(c10::IValue(c10::intrusive_ptr<c10d::Work>(std::move(wrapped))));
+  return wrapped;
 }
 
-}  // namespace
+}  // namespace torchplug_distributed
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "torchplug.distributed: the Work of collectives on emulated devices";
-  m.def("device_work", &device_work, py::arg("work"), py::arg("hosts"), py::arg("devices"), py::arg("op"),
-        py::arg("group"), py::arg("group_rank"),
-        "gloo's boxed Work over `hosts`, made to complete with `devices` and to explain its failures.");
-  m.def("settle", &settle, py::arg("timeout_s"),
+  m.doc() = "torchplug.distributed: the C++ route of collectives on emulated devices, and its Work";
+  m.def("settle", &torchplug_distributed::settle, py::arg("timeout_s"),
         "Wait until gloo's worker threads have let go of every device work (at most timeout_s), then drop them. "
         "False if some were still held.");
   m.def("kept", [] {
-    std::lock_guard<std::mutex> lock(kept_mutex);
-    return kept.size();
+    std::lock_guard<std::mutex> lock(torchplug_distributed::kept_mutex);
+    return torchplug_distributed::kept.size();
   }, "How many device works are kept until gloo lets go of them.");
+  m.def("route_through_host", &torchplug_distributed::route_through_host, py::arg("op"), py::arg("device_type"),
+        py::arg("dispatch_key"), "Register the C++ route as c10d::op's kernel for the emulated device's key.");
 }

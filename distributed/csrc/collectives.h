@@ -1,0 +1,29 @@
+// What the parts of torchplug.distributed's extension share: the alias map, the Work wrapper and
+// the C++ route of c10d ops on emulated devices.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace torchplug_distributed {
+
+// Host alias TensorImpl -> the caller's device tensor.
+using AliasMap = std::unordered_map<const c10::TensorImpl*, at::Tensor>;
+
+// `value` with every host alias in it replaced by its device tensor (lists are rebuilt).
+c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases);
+
+// gloo's `work` over `hosts`, made to complete with the device tensors `aliases` maps them to and
+// to explain its failures; kept until gloo lets go of it (device_work.cpp). A work without a
+// future (send/recv) is returned unchanged: its wait() raises gloo's own error.
+c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> hosts,
+                                           AliasMap aliases, std::string op, std::string group, int group_rank);
+
+// Register the C++ route (host_route.cpp) as c10d::`op`'s kernel for `dispatch_key`, the key of
+// the emulated `device_type`.
+void route_through_host(const std::string& op, const std::string& device_type, const std::string& dispatch_key);
+
+}  // namespace torchplug_distributed

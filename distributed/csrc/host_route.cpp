@@ -1,0 +1,199 @@
+// The kernel every c10d op gets under an emulated device's dispatch key: the op's CPU kernel,
+// run on host aliases of the device tensors.
+//
+// It refuses, before any data moves, tensors on more than one device or on another device type,
+// and a group without a backend for the device type. It then replaces every device tensor on the
+// stack by a CPU tensor over the same bytes, redispatches to the CPU kernel (which hands the
+// aliases to gloo), and puts the caller's device tensors back into the results, with gloo's Work
+// wrapped by device_work(). All in C++: the same steps in Python cost about 60 us a call. One case
+// goes to Python: an all_gather with outputs of different sizes, which NCCL and XCCL accept and
+// gloo does not (uneven_allgather.py).
+#include "collectives.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torchplug_distributed {
+namespace {
+
+// A CPU tensor with `device`'s sizes, strides and offset over the same host memory; owns nothing.
+at::Tensor host_alias(const at::Tensor& device) {
+  return at::from_blob(device.data_ptr(), device.sizes(), device.strides(), device.options().device(at::kCPU));
+}
+
+// Every tensor in `value` (a tensor, a list, a list of lists), in order.
+template <typename Visit>
+void for_each_tensor(const c10::IValue& value, const Visit& visit) {
+  if (value.isTensor()) {
+    visit(value.toTensor());
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      for_each_tensor(element, visit);
+    }
+  }
+}
+
+// `value` with each tensor replaced by its host alias, recorded in `aliases` and `hosts`.
+c10::IValue to_host(const c10::IValue& value, AliasMap& aliases, std::vector<at::Tensor>& hosts) {
+  if (value.isTensor()) {
+    at::Tensor host = host_alias(value.toTensor());
+    aliases.emplace(host.unsafeGetTensorImpl(), value.toTensor());
+    hosts.push_back(host);
+    return host;
+  }
+  if (value.isList()) {
+    auto list = value.toList();
+    c10::impl::GenericList mapped(list.elementType());
+    mapped.reserve(list.size());
+    for (const c10::IValue& element : list) {
+      mapped.push_back(to_host(element, aliases, hosts));
+    }
+    return mapped;
+  }
+  return value;
+}
+
+bool is_class(const c10::IValue& value, const c10::ClassTypePtr& type) {
+  return value.isCustomClass() && value.type() == type;
+}
+
+// c10d::allgather_(Tensor[][] outputs, Tensor[] inputs, ...) whose outputs differ in shape.
+bool uneven_allgather(const std::string& name, c10::ArrayRef<c10::IValue> arguments) {
+  if (name != "c10d::allgather_") {
+    return false;
+  }
+  for (const c10::IValue& outputs : arguments[0].toListRef()) {
+    for (const c10::IValue& output : outputs.toListRef()) {
+      if (output.toTensor().sizes() != outputs.toListRef()[0].toTensor().sizes()) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The uneven all_gather, as NCCL runs it (one broadcast per rank), on the host aliases on `stack`;
+// leaves (outputs, gloo's Work) on the stack as the CPU kernel would.
+void run_uneven_allgather(const c10::intrusive_ptr<c10d::ProcessGroup>& group, torch::jit::Stack* stack,
+                          size_t num_arguments) {
+  c10::IValue outputs = (*stack)[stack->size() - num_arguments];
+  c10::IValue inputs = (*stack)[stack->size() - num_arguments + 1];
+  c10::IValue work;
+  {
+    py::gil_scoped_acquire gil;
+    py::object boxed = py::module_::import("torchplug.distributed.uneven_allgather").attr("allgather")(
+        torch::jit::toPyObject(outputs), torch::jit::toPyObject(inputs), torch::jit::toPyObject(c10::IValue(group)));
+    work = torch::jit::toIValue(boxed, c10::getCustomClassType<c10::intrusive_ptr<c10d::Work>>());
+  }
+  torch::jit::drop(*stack, num_arguments);
+  torch::jit::push(*stack, std::move(outputs), std::move(work));
+}
+
+class HostRoute final : public c10::OperatorKernel {
+ public:
+  explicit HostRoute(std::string device_type)
+      : device_type_(std::move(device_type)), type_(c10::Device(device_type_).type()) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) const {
+    static const auto group_type = c10::getCustomClassType<c10::intrusive_ptr<c10d::ProcessGroup>>();
+    static const auto work_type = c10::getCustomClassType<c10::intrusive_ptr<c10d::Work>>();
+    const std::string name = op.schema().name();
+    const size_t num_arguments = op.schema().arguments().size();
+    auto arguments = torch::jit::last(*stack, num_arguments);
+
+    c10::intrusive_ptr<c10d::ProcessGroup> group;
+    std::vector<c10::Device> devices;
+    for (const c10::IValue& argument : arguments) {
+      if (is_class(argument, group_type)) {
+        group = argument.toCustomClass<c10d::ProcessGroup>();
+      }
+      for_each_tensor(argument, [&](const at::Tensor& t) {
+        if (std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+          devices.push_back(t.device());
+        }
+      });
+    }
+    check_single_device(name, devices);
+    TORCH_CHECK(group, name, ": no process group among its arguments");
+    TORCH_CHECK_VALUE(group->hasBackendForDeviceType(type_), name, " got ", device_type_,
+                      " tensors, but process group '", group->getGroupName(), "' has no backend for '", device_type_,
+                      "'. Create the group for this device: init_process_group() with no backend, or the device's "
+                      "usual one (nccl for cuda, xccl for xpu), or e.g. 'cpu:gloo,", device_type_, ":torchplug'.");
+
+    const bool uneven = uneven_allgather(name, arguments);
+    AliasMap aliases;
+    std::vector<at::Tensor> hosts;
+    for (size_t i = stack->size() - num_arguments; i < stack->size(); ++i) {
+      (*stack)[i] = to_host((*stack)[i], aliases, hosts);
+    }
+    if (uneven) {
+      run_uneven_allgather(group, stack, num_arguments);
+    } else {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    }
+
+    const size_t num_returns = op.schema().returns().size();
+    for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+      c10::IValue& result = (*stack)[i];
+      if (is_class(result, work_type)) {
+        result = c10::IValue(device_work(result.toCustomClass<c10d::Work>(), hosts, aliases, name,
+                                         group->getGroupName(), group->getRank()));
+      } else {
+        result = to_device(result, aliases);
+      }
+    }
+  }
+
+ private:
+  void check_single_device(const std::string& name, const std::vector<c10::Device>& devices) const {
+    if (devices.size() == 1 && devices[0].type() == type_) {
+      return;
+    }
+    std::ostringstream found;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      found << (i ? ", " : "") << devices[i];
+    }
+    TORCH_CHECK_VALUE(false, name, " on the emulated '", device_type_, "' device got tensors on ", found.str(),
+                      ": a collective takes tensors on one ", device_type_, " device only (as NCCL/XCCL do). ",
+                      "Move them with .to('", device_type_, "') first.");
+  }
+
+  std::string device_type_;
+  c10::DeviceType type_;
+};
+
+// Registrations stay for the life of the process.
+std::mutex libraries_mutex;
+std::vector<std::unique_ptr<torch::Library>> libraries;
+
+// CUDA and PrivateUse1 already have c10d kernels expecting a real device runtime; on a build
+// without one (the only place devices are emulated) ours replace them, which torch warns about.
+class IgnoreWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+}  // namespace
+
+void route_through_host(const std::string& op, const std::string& device_type, const std::string& dispatch_key) {
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "c10d", c10::parseDispatchKey(dispatch_key),
+                                                  __FILE__, __LINE__);
+  IgnoreWarnings ignore;
+  c10::WarningUtils::WarningHandlerGuard guard(&ignore);
+  library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<HostRoute>(device_type)));
+  std::lock_guard<std::mutex> lock(libraries_mutex);
+  libraries.push_back(std::move(library));
+}
+
+}  // namespace torchplug_distributed
