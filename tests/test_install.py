@@ -38,9 +38,17 @@ def test_pip_installed_plugins_autoload_in_a_fresh_venv(tmp_path):
         print(torchplug.__file__, torchplug_cpu.__file__, torchplug_example.__file__)
     """, python=str(bin_dir / "python")).stdout.splitlines()
     assert out[0] == str(sorted(REAL_PLUGINS + ["npu"]))
-    printed = run_python("import torch; print(torch.ones(2, device='npu'))", python=str(bin_dir / "python"),
-                         TORCHPLUG_EMULATE="npu")
-    assert printed.stdout.strip() == "tensor([1., 1.], device='npu:0')", printed.stdout + printed.stderr
+    printed = run_python("""
+        import io, torch
+        x = torch.ones(2, device="npu")
+        print(x)
+        checkpoint = io.BytesIO()
+        torch.save(x, checkpoint)
+        checkpoint.seek(0)
+        print(torch.load(checkpoint, map_location="npu").device)  # storages travel as uint8 tensors
+    """, python=str(bin_dir / "python"), TORCHPLUG_EMULATE="npu")
+    assert printed.stdout.split() == ["tensor([1.,", "1.],", "device='npu:0')", "npu:0"], \
+        printed.stdout + printed.stderr
     assert all(path.startswith(str(tmp_path / "venv")) for path in out[1].split()), out[1]
 
     listing = run_process([bin_dir / "torchplug", "list"], check=False, env=clean_env())

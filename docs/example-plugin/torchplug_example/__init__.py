@@ -6,10 +6,12 @@ import torch
 
 from torchplug.entrypoints import Backend, BackendSpec
 
-# float64 is listed because torch's tensor printer converts to it on every device it does not know
-# (it makes exceptions only for MPS, XPUs without fp64 and MAIA): without it, print(tensor) fails.
+# Two dtypes are listed for torch's own sake. float64: torch's tensor printer converts to it on every
+# device it does not know (it makes exceptions only for MPS, XPUs without fp64 and MAIA), so without
+# it print(tensor) fails. uint8: torch moves storages as uint8 tensors (torch.load with map_location,
+# Storage.to), so without it a checkpoint cannot be loaded onto the device.
 NPU_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-                        torch.bool})
+                        torch.uint8, torch.bool})
 
 
 class NpuBackend(Backend):
