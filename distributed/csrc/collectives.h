@@ -13,7 +13,26 @@ namespace torchplug_distributed {
 // Host alias TensorImpl -> the caller's device tensor.
 using AliasMap = std::unordered_map<const c10::TensorImpl*, at::Tensor>;
 
-// `value` with every host alias in it replaced by its device tensor (lists are rebuilt).
+// `value` (a tensor, a list of them, a list of lists) with each tensor t replaced by map(t); lists
+// are rebuilt with their element type, anything else is returned as it is.
+template <typename Map>
+c10::IValue map_tensors(const c10::IValue& value, const Map& map) {
+  if (value.isTensor()) {
+    return map(value.toTensor());
+  }
+  if (value.isList()) {
+    auto list = value.toList();
+    c10::impl::GenericList mapped(list.elementType());
+    mapped.reserve(list.size());
+    for (const c10::IValue& element : list) {
+      mapped.push_back(map_tensors(element, map));
+    }
+    return mapped;
+  }
+  return value;
+}
+
+// `value` with every host alias in it replaced by its device tensor.
 c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases);
 
 // gloo's `work` over `hosts`, made to complete with the device tensors `aliases` maps them to and

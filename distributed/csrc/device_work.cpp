@@ -29,20 +29,10 @@
 namespace torchplug_distributed {
 
 c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases) {
-  if (value.isTensor()) {
-    auto found = aliases.find(value.toTensor().unsafeGetTensorImpl());
-    return found == aliases.end() ? value : c10::IValue(found->second);
-  }
-  if (value.isList()) {
-    auto list = value.toList();
-    c10::impl::GenericList mapped(list.elementType());
-    mapped.reserve(list.size());
-    for (const c10::IValue& element : list) {
-      mapped.push_back(to_device(element, aliases));
-    }
-    return mapped;
-  }
-  return value;
+  return map_tensors(value, [&](const at::Tensor& host) {
+    auto found = aliases.find(host.unsafeGetTensorImpl());
+    return found == aliases.end() ? host : found->second;
+  });
 }
 
 namespace {

@@ -46,22 +46,12 @@ void for_each_tensor(const c10::IValue& value, const Visit& visit) {
 
 // `value` with each tensor replaced by its host alias, recorded in `aliases` and `hosts`.
 c10::IValue to_host(const c10::IValue& value, AliasMap& aliases, std::vector<at::Tensor>& hosts) {
-  if (value.isTensor()) {
-    at::Tensor host = host_alias(value.toTensor());
-    aliases.emplace(host.unsafeGetTensorImpl(), value.toTensor());
+  return map_tensors(value, [&](const at::Tensor& device) {
+    at::Tensor host = host_alias(device);
+    aliases.emplace(host.unsafeGetTensorImpl(), device);
     hosts.push_back(host);
     return host;
-  }
-  if (value.isList()) {
-    auto list = value.toList();
-    c10::impl::GenericList mapped(list.elementType());
-    mapped.reserve(list.size());
-    for (const c10::IValue& element : list) {
-      mapped.push_back(to_host(element, aliases, hosts));
-    }
-    return mapped;
-  }
-  return value;
+  });
 }
 
 bool is_class(const c10::IValue& value, const c10::ClassTypePtr& type) {
@@ -74,8 +64,9 @@ bool uneven_allgather(const std::string& name, c10::ArrayRef<c10::IValue> argume
     return false;
   }
   for (const c10::IValue& outputs : arguments[0].toListRef()) {
-    for (const c10::IValue& output : outputs.toListRef()) {
-      if (output.toTensor().sizes() != outputs.toListRef()[0].toTensor().sizes()) {
+    const auto& slots = outputs.toListRef();
+    for (const c10::IValue& slot : slots) {
+      if (slot.toTensor().sizes() != slots[0].toTensor().sizes()) {
         return true;
       }
     }
