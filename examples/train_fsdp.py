@@ -3,7 +3,7 @@
     TORCHPLUG_EMULATE=xpu torchrun --nproc-per-node=2 examples/train_fsdp.py     # emulated xpu:0, xpu:1
     torchrun --nproc-per-node=2 examples/train_fsdp.py --device cpu              # plain CPU on gloo
 
-(On real GPUs the first line without TORCHPLUG_EMULATE trains on cuda with NCCL. Emulated cuda
+XX
 cannot train with torch's CPU wheel, which rules out its autograd: see docs/distributed.md.)
 
 Each rank holds half of every parameter; all_gather_into_tensor rebuilds them for the forward and

@@ -2,6 +2,7 @@
 // build time). Device types are named by their dispatch key: "CUDA", "XPU", "MPS", "PrivateUse1".
 #include "emulation.h"
 
+#include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -60,6 +61,9 @@ void configure(const std::string& key, int64_t count, const std::vector<int64_t>
     st.stats[i].capacity.store(capacities[i]);
   }
   install_host_allocator();
+  if (type == c10::DeviceType::CUDA) {
+    swap_cuda_hooks();  // before the type is enabled: nothing may see it half set up
+  }
   create_generators(type, st.count);
   device_allocator(type);
   register_guard(type);
@@ -128,6 +132,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // See hooks.cpp.
   m.def("register_privateuse1_hooks", &register_privateuse1_hooks);
   m.def("set_accelerator", [](const std::string& key) { set_accelerator(parse_type(key)); });
+  m.def("swap_cuda_hooks", &swap_cuda_hooks);
+  m.def("mute_cuda_hooks", &mute_cuda_hooks);
+  m.def("cuda_hooks_state", &cuda_hooks_state);
+  // `storage` is an UntypedStorage's _cdata (its StorageImpl*); the caller keeps the storage alive.
+  m.def("resize_storage", [](uintptr_t storage, size_t nbytes) {
+    auto* impl = reinterpret_cast<c10::StorageImpl*>(storage);
+    TORCH_CHECK(is_emulated(impl->device().type()), "resize_storage: ", impl->device(), " is not an emulated device");
+    resize_storage_bytes(impl, nbytes);
+  });
   m.def("memory_allocated", [](const std::string& key, int64_t index) {
     return state(device_of(key, index).type()).stats[index].allocated_bytes.load();
   });
