@@ -53,6 +53,12 @@ def install(attachment: Attachment) -> None:
             for name, value in module.exports().items():
                 setattr(target, name, value)
         preloaded = _preload_runtime()
+        if preloaded is not None:
+            # Hooks torch calls before the first device use (torch.Generator(device=...)) set the
+            # runtime up through this; emulated cuda needs torchplug's CUDA hooks for them.
+            preloaded.set_configure_callback(_configure_runtime)
+            if attachment.dispatch_key == "CUDA":
+                preloaded.swap_cuda_hooks()
         if attachment.dispatch_key == "MPS":
             _install_mps_stub()
             # torch.backends.mps asks the C++ hooks, which would fix them before ours register.
@@ -105,6 +111,12 @@ def _preload_runtime() -> Any:
         return load_cached(NAME, sources())
     except Exception:  # the first device use builds it, or reports why it cannot
         return None
+
+
+def _configure_runtime() -> None:
+    from . import runtime
+
+    runtime.ensure()
 
 
 def _mentions_mps(values: Any) -> bool:

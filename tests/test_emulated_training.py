@@ -183,3 +183,13 @@ def test_without_emulated_cuda_torch_keeps_its_own_cuda_hooks(emulate, accelerat
 def test_torchplug_list_says_that_emulated_cuda_takes_torchs_cuda_hooks():
     rows = {row["name"]: row for row in cli_json("list", TORCHPLUG_EMULATE="cuda")["plugins"]}
     assert "CUDA hooks" in rows["cuda"]["reason"]
+
+
+def test_generators_can_be_made_before_the_first_device_tensor():
+    code = """
+import json, torch
+generators = {d: torch.Generator(device=d).manual_seed(1) for d in ("cuda", "xpu", "mps")}
+expected = torch.randn(2, generator=torch.Generator().manual_seed(1))
+print(json.dumps({d: torch.equal(torch.randn(2, device=d, generator=g).cpu(), expected) for d, g in generators.items()}))
+"""
+    assert run_json(code, TORCHPLUG_EMULATE="cuda,xpu,mps") == {"cuda": True, "xpu": True, "mps": True}

@@ -56,6 +56,11 @@ struct TypeState {
   std::array<DeviceStats, kMaxDevices> stats;
 };
 
+// ---- module.cpp ------------------------------------------------------------------------------
+// For hooks torch calls before the first device use (torch.Generator(device=...)): configures
+// every emulated type through the Python runtime, when it loaded this build at autoload.
+void configure_on_first_use(c10::DeviceType type);
+
 // ---- state.cpp -------------------------------------------------------------------------------
 TypeState& state(c10::DeviceType type);
 bool is_emulated(c10::DeviceType type);

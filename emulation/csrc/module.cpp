@@ -32,6 +32,10 @@ c10::Device device_of(const std::string& key, int64_t index) {
 
 std::mutex g_configure_mutex;
 
+// The Python runtime's configure-everything entry point, set at autoload when a cached build is
+// loaded early (emulation/hooks.py). Leaked on purpose: it must outlive the interpreter's teardown.
+py::object* g_configure_callback = nullptr;
+
 // Switch a device type on. Idempotent for the same settings; the settings cannot change later
 // because tensors and guards already hold on to them.
 // `refused` names the dtypes (e.g. "float64") the backend does not declare; the device rejects them.
@@ -103,6 +107,18 @@ py::dict memory_stats(const std::string& key, int64_t index) {
 
 }  // namespace
 
+void configure_on_first_use(c10::DeviceType type) {
+  if (is_emulated(type) || g_configure_callback == nullptr) {
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  try {
+    (*g_configure_callback)();
+  } catch (py::error_already_set& err) {
+    TORCH_CHECK(false, "torchplug could not set up the emulated ", type, " device: ", err.what());
+  }
+}
+
 }  // namespace torchplug::emulation
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -129,6 +145,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("backend"));
   m.def("memory_stats", &memory_stats);
   m.def("register_guard_early", &register_guard_early);
+  m.def("set_configure_callback", [](py::function callback) {
+    if (g_configure_callback == nullptr) {
+      g_configure_callback = new py::object(std::move(callback));
+    }
+  });
   // See hooks.cpp.
   m.def("register_privateuse1_hooks", &register_privateuse1_hooks);
   m.def("set_accelerator", [](const std::string& key) { set_accelerator(parse_type(key)); });

@@ -76,9 +76,9 @@ at::Generator make_generator(c10::Device device) {
 std::array<std::vector<at::Generator>, kNumDeviceTypes> g_generators;
 
 c10::Device checked(c10::Device device) {
-  device = resolve(device);
+  configure_on_first_use(device.type());
   TORCH_CHECK(is_emulated(device.type()), "no generator: the ", device.type(), " device type is not emulated");
-  return device;
+  return resolve(device);
 }
 
 }  // namespace
