@@ -232,6 +232,14 @@ def generators():
             torch.equal(torch.rand(3, device="xpu", generator=x).cpu(), torch.rand(3, device="cuda:1", generator=g).cpu())]
 check("generators", generators)
 
+def mps_storage():  # FSDP2 frees and regrows storages; a CPU build refuses mps storages itself
+    s = torch.UntypedStorage([1, 2, 3, 4], device="mps")
+    s.resize_(2)
+    kept = s.tolist()
+    s.resize_(0)
+    return [str(s.device), kept, s.nbytes()]
+check("mps_storage", mps_storage)
+
 def rng():
     torch.xpu.manual_seed(7); a = torch.randn(6, device="xpu").cpu()
     torch.rand(100)  # the CPU's generator is independent of the device's
@@ -467,6 +475,10 @@ def test_training_a_module(session):
 
 def test_gradients_of_every_kind(session):
     assert value(session, "gradient_kinds") == [True, True, True, True]
+
+
+def test_untyped_storages_are_created_and_resized_on_emulated_mps(session):
+    assert value(session, "mps_storage") == ["mps:0", [1, 2], 0]
 
 
 def test_generators_of_emulated_devices_sample_like_the_cpu_generator_with_the_same_state(session):
