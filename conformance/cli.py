@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..entrypoints.loader import PluginError, installed
 from .cases import MODES
+from .report.console import PROBLEM_STATUSES
 from .tiers import DEFAULT_DTYPES, TIERS, Selection
 
 DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
@@ -64,16 +66,21 @@ def cmd_compare(before_path: Path, after_path: Path) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from . import manifest as manifests
-    from .check import run
-    from .report.console import render
-    from .runner import CheckError
-
     if args.compare:
         return cmd_compare(*args.compare)
     backend, env = args.backend, {}
     if backend is None:
         backend, env = DEFAULT_BACKEND, DEFAULT_EMULATION
+    try:  # an unknown name is reported before anything slow is imported or started
+        installed(backend)
+    except PluginError as err:
+        print(f"torchplug check: error: {err}", file=sys.stderr)
+        return 2
+    from . import manifest as manifests
+    from .check import run
+    from .report.console import render
+    from .runner import CheckError
+
     manifest_path = args.manifest or manifests.locate(backend)
     try:
         manifest = manifests.load(manifest_path)
@@ -102,5 +109,4 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def failed(report: dict[str, Any]) -> bool:
     """A run fails on any fail, crash or timeout, or a failed runtime check (xpass is reported, not failed)."""
-    return (any(c["status"] in ("fail", "crashed", "timeout") for c in report["cases"])
-            or any(c["status"] in ("fail", "crashed", "timeout") for c in report["runtime_checks"]))
+    return any(c["status"] in PROBLEM_STATUSES for c in [*report["cases"], *report["runtime_checks"]])

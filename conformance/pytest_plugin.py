@@ -120,8 +120,14 @@ class CaseItem(pytest.Item):
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--torchplug-backend"):
         return
-    suite = config.stash[SUITE] = Suite(config)
-    for case in suite.cases():
+    from .runner import CheckError
+
+    try:
+        suite = config.stash[SUITE] = Suite(config)
+        cases = suite.cases()
+    except CheckError as err:  # a usage problem (no such backend, not emulated): one line, not a traceback
+        raise pytest.UsageError(f"--torchplug-backend={config.getoption('--torchplug-backend')}: {err}") from None
+    for case in cases:
         name = f"{suite.backend}::{case.op}[{case.dtype}-{case.mode}-{case.sample}]"
         items.append(CaseItem.from_parent(session, name=name, case=case, suite=suite))
 

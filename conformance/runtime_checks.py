@@ -41,7 +41,8 @@ def oom_is_recoverable(target: Target) -> str:
     stats = module.memory_stats() if hasattr(module, "memory_stats") else {}
     capacity = stats.get("capacity") or 0
     if not capacity:
-        raise NotApplicable("the device reports no capacity (emulated: set TORCHPLUG_EMULATE_MEMORY)")
+        hint = "" if target.device.type == "cpu" else " (emulated devices: set TORCHPLUG_EMULATE_MEMORY)"
+        raise NotApplicable(f"the device reports no capacity{hint}")
     baseline = module.memory_allocated()
     try:
         torch.empty(capacity + 1, dtype=torch.uint8, device=target.device)

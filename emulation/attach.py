@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import current, requested_names
+from .. import warn
+from .config import EmulationConfigError, current, requested_names
 
 # Human names for device names and notices; a backend not listed here is named by itself.
 LABELS = {"cuda": "NVIDIA CUDA GPU", "rocm": "AMD ROCm GPU", "xpu": "Intel XPU", "mps": "Apple MPS GPU"}
@@ -65,6 +66,17 @@ def _build_has_runtime(device_type: str) -> str | None:
     return None
 
 
+_unreadable_reported = False
+
+
+def _report_unreadable_settings(err: EmulationConfigError) -> None:
+    """Once per process, at the user's `import torch` line: the device would otherwise just be missing."""
+    global _unreadable_reported
+    if not _unreadable_reported:
+        _unreadable_reported = True
+        warn(f"torchplug: {err}; emulation of {', '.join(requested_names())} is off. Fix: {err.fix}")
+
+
 def _decline(name: str, reason: str) -> None:
     _declined[name] = reason
 
@@ -79,7 +91,14 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
     name = spec.name
     if name not in requested_names():
         return None
-    config = current()  # an unreadable setting fails the requested plugins only
+    try:
+        config = current()
+    except EmulationConfigError as err:  # fails the requested plugins only, loudly
+        _report_unreadable_settings(err)
+        from .hooks import refuse_device
+
+        refuse_device(spec.device_type, f"{err}. Fix: {err.fix}")
+        raise
     with _lock:
         if spec.device_type == "cpu":
             _decline(name, "the cpu backend always runs natively; there is nothing to emulate")

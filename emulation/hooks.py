@@ -86,7 +86,7 @@ def refuse_device(device_type: str, reason: str) -> None:
         return
 
     def _lazy_init() -> None:
-        raise RuntimeError(f"torchplug cannot emulate '{device_type}': {reason}.")
+        raise RuntimeError(f"torchplug cannot emulate '{device_type}': {reason.rstrip('.')}.")
 
     target._lazy_init = _lazy_init
 

@@ -51,9 +51,11 @@ def ensure() -> ModuleType:
                 from .build import load
 
                 _ext = load()
-            for attachment in attached().values():
-                if attachment.device_type not in _configured:
-                    _configure(_ext, attachment)
+            new = [a for a in attached().values() if a.device_type not in _configured]
+            for attachment in new:
+                _configure(_ext, attachment)
+            if new:
+                _notice(new)
             _choose_accelerator(_ext)
         except Exception as err:
             _failure = err
@@ -74,7 +76,6 @@ def _configure(ext: ModuleType, a: Attachment) -> None:
         for i in range(a.count) if index < 0 else (index,):
             ext.manual_seed(a.dispatch_key, i, seed)
     _configured.add(a.device_type)
-    _notice(a)
 
 
 _accelerator_chosen = False
@@ -184,11 +185,19 @@ def _drain(device: torch.device) -> None:
     released.wait(timeout=2.0)
 
 
-def _notice(a: Attachment) -> None:
-    message = (
-        f"torchplug: '{a.device_type}' is an EMULATED device (backend '{a.backend}', TORCHPLUG_EMULATE): "
-        f"{a.count} device(s) backed by host memory, kernels run on the CPU. It is not a real {a.label}."
-    )
+def _notice(attachments: list[Attachment]) -> None:
+    """One notice for the types set up together, at the user's line that first used any of them."""
+    if len(attachments) == 1:
+        a = attachments[0]
+        message = (
+            f"torchplug: '{a.device_type}' is an EMULATED device (backend '{a.backend}', TORCHPLUG_EMULATE): "
+            f"{a.count} device(s) backed by host memory, kernels run on the CPU. It is not a real {a.label}."
+        )
+    else:
+        each = "; ".join(f"'{a.device_type}' (backend '{a.backend}'): {a.count} device(s), not a real {a.label}"
+                         for a in attachments)
+        message = (f"torchplug: EMULATED devices (TORCHPLUG_EMULATE), set up together on this first use of one: "
+                   f"{each}. They are backed by host memory; kernels run on the CPU.")
     try:
         warn(message, EmulationNotice)
     except Warning:  # warnings turned into errors must not make the device unusable

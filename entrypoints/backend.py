@@ -45,15 +45,23 @@ class Backend:
         arm(self)
 
     def _setup_emulation(self) -> None:
-        # Opt-in only: without TORCHPLUG_EMULATE nothing is imported and nothing changes.
+        # Opt-in only: a backend not listed in TORCHPLUG_EMULATE is not emulated (and without the
+        # variable the emulation package is not even imported); if its device's runtime is absent
+        # from this torch, torch's error for it only gains a hint (hint.py).
         if os.environ.get("TORCHPLUG_EMULATE"):
             from ..emulation import attach
+            from ..emulation.config import requested_names
 
             attachment = attach(self, STANDARD_DTYPES - self.spec.dtypes)
             if attachment is not None:  # torch.distributed's usual backend names work on it too
                 from ..distributed import serve
 
                 serve(attachment.device_type, attachment.dispatch_key)
+            if self.spec.name in requested_names():
+                return
+        from .hint import hint_emulation
+
+        hint_emulation(self.spec.device_type, self.spec.name)
 
     def status(self) -> DeviceStatus:
         if self._status is None and os.environ.get("TORCHPLUG_EMULATE"):

@@ -98,7 +98,7 @@ def records() -> list[PluginRecord]:
 def load(name: str) -> Backend:
     """Load one plugin now, even if the environment skipped it; raise PluginError if it fails."""
     with _lock:
-        record = _known(name)
+        record = installed(name)
         if record.status != "loaded":
             _load(record)
         if record.status != "loaded":
@@ -109,7 +109,7 @@ def load(name: str) -> Backend:
 
 def loaded_backend(name: str) -> Backend:
     """The loaded backend called `name`, whether or not its device is usable here."""
-    record = _known(name)
+    record = installed(name)
     if record.status != "loaded":
         raise PluginError(_explain(record))
     assert record.backend is not None
@@ -128,7 +128,8 @@ def backend(name: str) -> Backend:
     return found
 
 
-def _known(name: str) -> PluginRecord:
+def installed(name: str) -> PluginRecord:
+    """The installed plugin `name`'s record; PluginError naming what is installed, and how to install it, if none."""
     records_now = discover()
     if name not in records_now:
         hint = _did_you_mean(name, records_now)

@@ -5,13 +5,14 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import API_VERSION
+from .. import API_VERSION, warn
 from .versions import InvalidRange, check_range, version_in_range
 
 # torch's own device types keep their own dispatch keys; a new device name takes PrivateUse1.
 NATIVE_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "xpu": "XPU", "mps": "MPS"}
 PRIVATEUSE1 = "PrivateUse1"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+TORCH_NEEDS = (torch.bool, torch.uint8)  # dtypes torch's own machinery creates on any device
 
 
 class SpecError(ValueError):
@@ -55,6 +56,10 @@ class BackendSpec:
             problems.append(f"torch_range: {err}")
         if problems:
             raise SpecError(f"invalid BackendSpec for {self.name!r}: " + "; ".join(problems))
+        if missing := [str(d) for d in TORCH_NEEDS if d not in self.dtypes]:
+            warn(f"torchplug: BackendSpec for {self.name!r} lacks {' and '.join(missing)}, which torch itself uses "
+                 "on every device (comparisons and print(tensor) make bool tensors; torch.save/torch.load move "
+                 "storages as uint8): add them to its dtypes")
 
 
 # The tensor dtypes torch's CPU and CUDA runtimes support; devices declare a subset.

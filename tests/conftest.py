@@ -14,6 +14,18 @@ REPO = Path(__file__).resolve().parents[1]
 REAL_PLUGINS = ["cpu", "cuda", "mps", "rocm", "xpu"]
 _TORCHPLUG_VARS = ("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD")
 _KEPT_VARS = ("TORCHPLUG_CACHE", "TORCHPLUG_VERBOSE_BUILD")  # where and how extensions build, not behaviour
+# With the example npu plugin installed and emulated: print a tensor and load a checkpoint onto the
+# device (torch moves storages as uint8 tensors, so the plugin must declare uint8).
+NPU_ROUND_TRIP = """
+import io, torch
+x = torch.ones(2, device="npu")
+print(x)
+checkpoint = io.BytesIO()
+torch.save(x, checkpoint)
+checkpoint.seek(0)
+print(torch.load(checkpoint, map_location="npu").device)
+"""
+NPU_ROUND_TRIP_PRINTS = ["tensor([1.,", "1.],", "device='npu:0')", "npu:0"]
 
 
 def pytest_addoption(parser):

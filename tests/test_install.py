@@ -5,7 +5,7 @@ import sys
 import venv
 from pathlib import Path
 
-from conftest import REAL_PLUGINS, REPO, clean_env, run_process, run_python
+from conftest import NPU_ROUND_TRIP, NPU_ROUND_TRIP_PRINTS, REAL_PLUGINS, REPO, clean_env, run_process, run_python
 
 FOLDERS = [".", *(f"devices/{name}" for name in REAL_PLUGINS), "docs/example-plugin"]
 # What a fresh clone lacks: setuptools would pack a stale build/ folder's files into the wheel.
@@ -38,17 +38,8 @@ def test_pip_installed_plugins_autoload_in_a_fresh_venv(tmp_path):
         print(torchplug.__file__, torchplug_cpu.__file__, torchplug_example.__file__)
     """, python=str(bin_dir / "python")).stdout.splitlines()
     assert out[0] == str(sorted(REAL_PLUGINS + ["npu"]))
-    printed = run_python("""
-        import io, torch
-        x = torch.ones(2, device="npu")
-        print(x)
-        checkpoint = io.BytesIO()
-        torch.save(x, checkpoint)
-        checkpoint.seek(0)
-        print(torch.load(checkpoint, map_location="npu").device)  # storages travel as uint8 tensors
-    """, python=str(bin_dir / "python"), TORCHPLUG_EMULATE="npu")
-    assert printed.stdout.split() == ["tensor([1.,", "1.],", "device='npu:0')", "npu:0"], \
-        printed.stdout + printed.stderr
+    printed = run_python(NPU_ROUND_TRIP, python=str(bin_dir / "python"), TORCHPLUG_EMULATE="npu")
+    assert printed.stdout.split() == NPU_ROUND_TRIP_PRINTS, printed.stdout + printed.stderr
     assert all(path.startswith(str(tmp_path / "venv")) for path in out[1].split()), out[1]
 
     listing = run_process([bin_dir / "torchplug", "list"], check=False, env=clean_env())

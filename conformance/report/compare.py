@@ -40,6 +40,9 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[dict[s
 def render(before: dict[str, Any], after: dict[str, Any], changes: dict[str, list[dict[str, Any]]]) -> str:
     lines = [f"before: {before['backend']['name']} {before['created']} ({before['selection']['tier']} tier)",
              f"after:  {after['backend']['name']} {after['created']} ({after['selection']['tier']} tier)", ""]
+    if before["backend"]["name"] != after["backend"]["name"]:
+        lines[2:2] = [f"warning: the reports are for different backends ({before['backend']['name']} and "
+                      f"{after['backend']['name']}): a change between them is not a regression or a fix", ""]
     rates_before = {row[0]: row[1] for row in mode_rows(before)}
     lines.append(format_table(("MODE", "BEFORE", "AFTER"),
                               [(row[0], rates_before.get(row[0], "-"), row[1]) for row in mode_rows(after)]))

@@ -6,6 +6,7 @@ from ...entrypoints.table import format_table
 from .groups import failure_groups
 
 SHOWN_GROUPS = 12
+PROBLEM_STATUSES = ("fail", "crashed", "timeout")  # what makes `torchplug check` exit 1
 
 
 def mode_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -29,6 +30,9 @@ def render(report: dict[str, Any]) -> str:
     if report["runtime_checks"]:
         lines += ["", format_table(("RUNTIME CHECK", "RESULT", "DETAIL"),
                                    [(c["name"], c["status"], c["detail"][:100]) for c in report["runtime_checks"]])]
+    failed_checks = [c for c in report["runtime_checks"] if c["status"] in PROBLEM_STATUSES]
+    for check in failed_checks:  # in full: the table cuts details at 100 characters
+        lines += ["", f"runtime check {check['name']} {check['status']}: {check['detail']}"]
     groups = failure_groups(report["cases"])
     if groups:
         lines += ["", f"{sum(len(g.cases) for g in groups)} problem cases in {len(groups)} groups "
@@ -40,6 +44,6 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"      repro: {group.cases[0]['repro']}")
         if len(groups) > SHOWN_GROUPS:
             lines.append(f"  ... {len(groups) - SHOWN_GROUPS} more groups in the report (--report DIR)")
-    else:
+    elif not failed_checks:
         lines += ["", "no failures, crashes or timeouts"]
     return "\n".join(lines)

@@ -7,7 +7,7 @@ from .console import mode_rows
 from .groups import failure_groups
 
 # One letter per status in the matrix; a cell shows the worst status of its cases.
-SYMBOLS = {"pass": "✓", "xfail": "x", "skip": "·", "unsupported": "–", "unsupported-dtype": "–",
+SYMBOLS = {"pass": "✓", "xfail": "x", "skip": "·", "unsupported": "–", "unsupported-dtype": "d",
            "xpass": "X", "fail": "F", "timeout": "T", "crashed": "C"}
 SEVERITY = list(SYMBOLS)  # later is worse
 
@@ -59,7 +59,8 @@ def render(report: dict[str, Any]) -> str:
     modes = list(report["summary"])
     lines += ["", "## Op × dtype matrix", "",
               "Each cell: one symbol per mode (" + ", ".join(modes) + "); " +
-              ", ".join(f"{s} {name}" for name, s in SYMBOLS.items()) + ".", ""]
+              ", ".join(f"{s} {name}" for name, s in SYMBOLS.items()) +
+              "; a blank: the mode has no case for that op and dtype (not in the tier, or the op has no such variant).", ""]
     rows = [(op, *(_cell(by_dtype.get(d, {}), modes) for d in dtypes)) for op, by_dtype in cells.items()]
     lines += _table(("op", *dtypes), rows)
     return "\n".join(lines) + "\n"

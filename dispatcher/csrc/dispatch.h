@@ -1,6 +1,10 @@
 // The parts of torchplug's dispatcher extension that bindings.cpp exposes to Python.
 #pragma once
-#include <torch/extension.h>
+// pybind11 alone: the bindings pass strings and numbers, and torch/extension.h would triple the build.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
 
 namespace torchplug {
 void bind_dtype_split(pybind11::module_& m);

@@ -2,6 +2,7 @@
 // backend kernel for the call's dtype, or else to the kernel torch had there before (native).
 // All decisions are table lookups made at registration; a call never enters Python to route.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/library.h>
 
 #include "dispatch.h"
@@ -102,7 +103,10 @@ void route(const std::string& op, const std::string& key, const std::vector<py::
   // An empty kernel_op gives the dtypes back to the kernel torch had there.
   const SafeKernelFunction* kernel =
       kernel_op.empty() ? nullptr : new SafeKernelFunction(find_op(kernel_op).getComputedKernelForDispatchKey(dispatch_key));
-  for (const auto& dtype : dtypes) entry.split->route(torch::python::detail::py_object_to_dtype(dtype), kernel);
+  for (const auto& dtype : dtypes) {
+    TORCH_CHECK_TYPE(THPDtype_Check(dtype.ptr()), "route: expected torch.dtype objects, got ", py::str(dtype).cast<std::string>());
+    entry.split->route(reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type, kernel);
+  }
 }
 
 }  // namespace

@@ -27,8 +27,10 @@ EXTENSION_NAME = "torchplug_cpu_ext"
 CSRC = Path(__file__).resolve().parent / "csrc"
 # at::parallel_for is inline OpenMP code: without -fopenmp it silently runs on one thread. The
 # extension then binds to the libgomp.so.1 torch already loaded, so there is one thread pool.
-# No -march flag: the ISA-specific files set their own targets (csrc/isa_*.cpp).
+# No -march flag: the ISA-specific files set their own targets (csrc/isa_*.cpp), with a pragma that
+# would leak into the files after them, so they are compiled apart from the rest (one unity unit).
 CFLAGS = ["-fopenmp"]
+TARGET_PRAGMA_SOURCES = ("isa_avx2.cpp", "isa_avx512.cpp", "isa_avx512emu.cpp")
 GEMM_OPS = ("mm", "mm.out", "bmm", "bmm.out", "addmm", "addmm.out", "addmm_", "baddbmm", "baddbmm.out", "baddbmm_")
 LLM_OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding")
 LLM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
@@ -46,7 +48,7 @@ def extension(build: bool = True) -> ModuleType | None:
             from torchplug import extension as builder
 
             sources = sorted(CSRC.glob("*.cpp"))
-            _extension = (builder.load_extension(EXTENSION_NAME, sources, CFLAGS) if build
+            _extension = (builder.load_extension(EXTENSION_NAME, sources, CFLAGS, TARGET_PRAGMA_SOURCES) if build
                           else builder.load_cached(EXTENSION_NAME, sources, CFLAGS))
         return _extension
 

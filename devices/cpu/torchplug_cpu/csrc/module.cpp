@@ -1,8 +1,11 @@
 // The Python module torchplug_cpu.kernels builds and imports (as `torchplug_cpu_ext`).
-#include <torch/extension.h>
+// pybind11 alone: the module passes strings and numbers (torch/extension.h would double the build).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "api.h"
 
+namespace py = pybind11;
 namespace tc = torchplug_cpu;
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
