@@ -22,4 +22,10 @@ void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
                float beta);
 uint64_t fp16_gemm_calls();  // how many calls reached fp16_gemm: lets tests see the routing
 
+// fp32_gemm.cpp: the same contract in float32, on oneDNN (c contiguous; b, cin as above).
+void fp32_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
+               float beta);
+uint64_t fp32_gemm_calls();
+std::string cpu_vendor();  // CPUID's vendor string, e.g. "AuthenticAMD", "GenuineIntel"
+
 }  // namespace torchplug_cpu
