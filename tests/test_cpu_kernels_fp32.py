@@ -53,7 +53,11 @@ CASES = """
     check("addmm out=", lambda: torch.addmm(bias, a, b, out=out), ref(a, b, bias, 1.0, 1.0))
     inplace = bias.clone()
     check("addmm_", lambda: inplace.addmm_(a, b, beta=-1.0), ref(a, b, bias, 1.0, -1.0))
+    # mat2 as a weight's transpose takes oneDNN's linear; other layouts its matmul.
     check("linear", lambda: F.linear(a, w, row), ref(a, w.t(), row, 1.0, 1.0))
+    check("addmm by a weight", lambda: torch.addmm(row, a, w.t(), beta=0.5, alpha=2.0), ref(a, w.t(), row, 2.0, 0.5))
+    inplace_w = bias.clone()
+    check("addmm_ by a weight", lambda: inplace_w.addmm_(a, w.t(), beta=-1.0), ref(a, w.t(), bias, 1.0, -1.0))
     check("linear 3-D", lambda: F.linear(x3, w), ref(x3, w.t()))
     p, q, c = r(3, 17, 64), r(3, 64, 9), r(3, 17, 9)
     check("bmm", lambda: torch.bmm(p, q), ref(p, q))
