@@ -1,7 +1,7 @@
 """A Llama-class decoder on the CPU: prefill and decode tokens/s, torchplug against stock torch and llama.cpp.
 
     python benchmarks/llm_cpu.py [--model tiny|111m|499m] [--rounds N] [--batches 1,8] [--dtypes fp32,bf16,fp16]
-                                 [--no-compile] [--hf] [--quick] [--json PATH]
+                                 [--threads N] [--no-compile] [--hf] [--quick] [--json PATH]
 
 The model (benchmarks/llm/model.py) is a Llama-architecture decoder with random weights: RMSNorm,
 rotary, GQA attention through scaled_dot_product_attention, SwiGLU MLP, untied head, a static KV
@@ -234,6 +234,7 @@ def main() -> int:
     cli.add_argument("--dtypes", default="fp32,bf16,fp16", help="comma-separated, of fp32, bf16, fp16")
     cli.add_argument("--prefill", type=int, default=128, help="prefill tokens per sequence (default 128)")
     cli.add_argument("--decode", type=int, default=32, help="decode steps timed (default 32)")
+    cli.add_argument("--threads", type=int, help="threads for torch and llama.cpp (default: torch's default)")
     cli.add_argument("--no-compile", action="store_true", help="eager only")
     cli.add_argument("--hf", action="store_true", help="also time HF transformers' LlamaForCausalLM (eager)")
     cli.add_argument("--quick", action="store_true", help="tiny model, eager, batch 1, short runs, 2 rounds")
@@ -245,6 +246,8 @@ def main() -> int:
         cli.error(f"--dtypes: unknown {', '.join(sorted(unknown))}; choose from {', '.join(DTYPES)}")
     if args.rounds < 1 or args.prefill < 1 or args.decode < 1:
         cli.error("--rounds, --prefill and --decode must be at least 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     args.dtypes = args.dtypes.split(",")
     args.batches = [int(b) for b in args.batches.split(",")]
     args.modes = ["eager"] if args.no_compile else ["eager", "compile"]
