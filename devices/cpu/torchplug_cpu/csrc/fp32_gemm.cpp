@@ -3,7 +3,6 @@
 // routed here (TORCHPLUG_CPU_FP32); gemm_ops.cpp sends them.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/add.h>
 #include <cpuid.h>
 
 #include <atomic>
@@ -24,34 +23,42 @@ std::atomic<uint64_t> fp32_onednn_calls{0};
 
 namespace {
 
-// a @ w.t() through oneDNN's linear (torch's mkldnn::_linear_pointwise): with the weight as it lies
-// ([n, k], row-major) it multiplies without the per-call weight reorder mkldnn_matmul does, which
-// made a 1 x 4096 x 4096 product 30x slower than MKL.
-at::Tensor onednn_linear(const at::Tensor& a, const at::Tensor& w) {
+// a @ w.t() (+ bias) through oneDNN's linear (torch's mkldnn::_linear_pointwise): with the weight
+// as it lies ([n, k], row-major) it multiplies without the per-call weight reorder mkldnn_matmul
+// does, which made a 1 x 4096 x 4096 product 30x slower than MKL.
+at::Tensor onednn_linear(const at::Tensor& a, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
   static const auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
           .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, c10::string_view,
                             c10::List<std::optional<at::Scalar>>, std::optional<c10::string_view>)>();
-  return op.call(a, w, std::nullopt, "none", c10::List<std::optional<at::Scalar>>(), std::nullopt);
+  return op.call(a, w, bias, "none", c10::List<std::optional<at::Scalar>>(), std::nullopt);
 }
 
 }  // namespace
 
+std::optional<at::Tensor> fp32_linear(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, float alpha,
+                                      float beta) {
+  if (a.dim() != 2 || b.stride(0) != 1 || b.stride(1) != b.size(0)) return std::nullopt;
+  fp32_onednn_calls.fetch_add(1, std::memory_order_relaxed);
+  // oneDNN adds a bias row itself; any other bias (a matrix, a scale) is added afterwards.
+  const bool fused = beta == 1.f && alpha == 1.f && bias.defined() && bias.dim() == 1 && bias.size(0) == b.size(1) &&
+                     bias.is_contiguous();
+  at::Tensor y = onednn_linear(a, b.t(), fused ? std::optional<at::Tensor>(bias) : std::nullopt);
+  if (alpha != 1.f) y.mul_(alpha);
+  if (beta != 0.f && !fused) y.add_(bias, beta);
+  return y;
+}
+
 void fp32_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta) {
-  fp32_onednn_calls.fetch_add(1, std::memory_order_relaxed);
-  const at::Tensor b2 = b[0];
-  if (a.size(0) == 1 && b2.stride(0) == 1 && b2.stride(1) == b2.size(0)) {  // mm / addmm by a weight's transpose
-    at::Tensor y = onednn_linear(a[0], b2.t());
-    if (alpha != 1.f) y.mul_(alpha);
-    at::Tensor c2 = c[0];
-    if (beta != 0.f)
-      at::add_out(c2, y, cin[0], beta);
-    else
-      c2.copy_(y);
-    return;
+  if (a.size(0) == 1) {
+    if (auto y = fp32_linear(a[0], b[0], beta != 0.f ? cin[0] : at::Tensor(), alpha, beta)) {
+      c[0].copy_(*y);
+      return;
+    }
   }
+  fp32_onednn_calls.fetch_add(1, std::memory_order_relaxed);
   if (beta != 0.f) c.copy_(cin);  // oneDNN's sum post-op adds beta * c (a self-copy when cin is c)
   at::native::mkldnn_matmul(a, b, c, beta, alpha);
 }

@@ -67,6 +67,8 @@ bool ours_add(const Tensor& bias, const Tensor& self, const Tensor& mat2, int64_
 template <int64_t Dim, Tensor (*stock)(const Tensor&, const Tensor&)>
 Tensor product(const Tensor& self, const Tensor& mat2) {
   if (!ours(self, mat2, Dim)) return stock(self, mat2);
+  if (Dim == 2 && self.scalar_type() == at::kFloat)
+    if (auto y = fp32_linear(self, mat2, Tensor(), 1.f, 0.f)) return *y;
   Tensor out = at::empty(result_shape(self, mat2), self.options());
   run(self, mat2, out, Tensor(), 0, 1);
   return out;
@@ -83,6 +85,8 @@ Tensor& product_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
 template <int64_t Dim, Tensor (*stock)(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&)>
 Tensor add_product(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
   if (!ours_add(bias, self, mat2, Dim)) return stock(bias, self, mat2, beta, alpha);
+  if (Dim == 2 && self.scalar_type() == at::kFloat)
+    if (auto y = fp32_linear(self, mat2, bias, alpha.to<float>(), beta.to<float>())) return *y;
   Tensor out = at::empty(result_shape(self, mat2), self.options());
   run(self, mat2, out, bias, beta, alpha);
   return out;
