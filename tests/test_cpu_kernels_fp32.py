@@ -68,10 +68,11 @@ CASES = """
     strided_out = torch.empty(45, 37).t()
     check("mm non-contiguous out=", lambda: torch.mm(a, b, out=strided_out), ref(a, b))
     check("mm empty k", lambda: torch.mm(r(3, 0), r(0, 4)), ref(r(3, 0), r(0, 4)))
+    check("linear one row", lambda: F.linear(a[:1], w), ref(a[:1], w.t()))
     print(json.dumps({"errors": errors, "routed": routed, "status": kernels.fp32_status()}))
 """
 
-NOT_OURS = ("mm non-contiguous out=", "mm empty k")
+NOT_OURS = ("mm non-contiguous out=", "mm empty k", "linear one row")
 
 
 def run_cases(**env: str) -> tuple[dict, str]:

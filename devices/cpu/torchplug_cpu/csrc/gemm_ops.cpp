@@ -28,12 +28,13 @@ bool plain(const Tensor& t, at::ScalarType dtype) {
 }
 
 // True when (self) @ (mat2) is a float16 or float32 product torch would accept: [b,] m x k @
-// [b,] k x n (float32: none of m, k, n zero, which oneDNN's matmul does not take).
+// [b,] k x n. float32 needs m > 1 (MKL's GEMV held up far better than oneDNN's on a loaded
+// machine: 9.4 against 1.7-3.0 GFLOP/s at 1 x 4096 x 4096) and no k or n zero (oneDNN refuses).
 bool ours(const Tensor& self, const Tensor& mat2, int64_t dim) {
   const auto dtype = self.scalar_type();
-  return (dtype == at::kHalf || (dtype == at::kFloat && self.numel() && mat2.numel())) && plain(self, dtype) &&
-         plain(mat2, dtype) && self.dim() == dim && mat2.dim() == dim && self.size(-1) == mat2.size(-2) &&
-         (dim == 2 || self.size(0) == mat2.size(0));
+  const bool fp32 = dtype == at::kFloat && self.dim() == dim && self.size(-2) > 1 && self.numel() && mat2.numel();
+  return (dtype == at::kHalf || fp32) && plain(self, dtype) && plain(mat2, dtype) && self.dim() == dim &&
+         mat2.dim() == dim && self.size(-1) == mat2.size(-2) && (dim == 2 || self.size(0) == mat2.size(0));
 }
 
 // An output (or in-place self) we can write: oneDNN's float32 path wants it contiguous.
