@@ -67,3 +67,19 @@ def test_emulation_benchmark_writes_its_figures_and_exits_by_its_verdicts(tmp_pa
     assert result.returncode == (0 if figures["passed"] else 1), result.stdout + result.stderr
     assert len(figures["verdicts"]) == 3 and all(m["repeats"] == 2 for m in figures["measurements"])
     assert "emulated xpu" in result.stdout
+
+
+def test_llm_benchmark_quick_times_every_dtype_torchplug_and_stock(tmp_path):
+    out = tmp_path / "llm.json"
+    result = run_process([sys.executable, BENCHMARKS / "llm_cpu.py", "--quick", "--json", out],
+                         check=False, env=clean_env())
+    assert out.exists(), result.stdout + result.stderr
+    figures = json.loads(out.read_text())
+    assert result.returncode == (0 if figures["passed"] else 1), result.stdout + result.stderr
+    names = {m["name"] for m in figures["measurements"]}
+    for kind in ("torchplug", "stock"):
+        for dtype in ("fp32", "bf16", "fp16"):
+            label = f"{kind}, {dtype}, eager, batch 1"
+            assert {f"{label}: prefill", f"{label}: decode", f"{label}: decode weights"} <= names
+    assert all(m["repeats"] == 2 for m in figures["measurements"] if not m["name"].endswith("/ llama.cpp"))
+    assert "torchplug ISA path" in result.stdout and "decode GB/s" in result.stdout

@@ -42,7 +42,7 @@ class CpuBackend(Backend):
         from . import kernels
 
         if kernels.loaded():
-            detail = f"fp16 GEMM and LLM-op kernels active ({kernels.current_isa()})"
+            detail = f"fp16 GEMM and LLM-op kernels active ({kernels.current_isa()}); {kernels.fp32_status()}"
         else:
             detail = self.kernel_problem or "torchplug kernels unloaded"
         return dataclasses.replace(super().status(), reason=detail)

@@ -13,6 +13,11 @@ doctor`, or `load()`) builds it once per torch version.
 
 TORCHPLUG_CPU_ISA=avx512|avx2|scalar forces a path; unset, the best the CPU supports runs. An
 unknown value, or a path the CPU lacks, raises ValueError saying what this CPU supports.
+
+TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
+`onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
+`stock` keeps torch's (MKL). `auto` (the default) is a CPU-vendor rule: oneDNN on AMD CPUs whose
+oneDNN has its AVX-512 path, where MKL takes its AVX2 path and runs at about half the speed.
 """
 
 import os
@@ -23,6 +28,8 @@ from types import ModuleType
 import torch
 
 ISA_ENV = "TORCHPLUG_CPU_ISA"
+FP32_ENV = "TORCHPLUG_CPU_FP32"
+FP32_ROUTES = ("auto", "onednn", "stock")
 EXTENSION_NAME = "torchplug_cpu_ext"
 CSRC = Path(__file__).resolve().parent / "csrc"
 # at::parallel_for is inline OpenMP code: without -fopenmp it silently runs on one thread. The
@@ -38,6 +45,7 @@ LLM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the
 _lock = threading.RLock()
 _extension: ModuleType | None = None
 _registrations: list = []  # torchplug.dispatcher Registrations, while loaded
+_fp32: tuple[str, str] = ("stock", "kernels not loaded")  # the float32 route while loaded, and why
 
 
 def extension(build: bool = True) -> ModuleType | None:
@@ -75,12 +83,44 @@ def load(build: bool = True) -> ModuleType | None:
         if extension(build) is None or native.extension(build) is None:
             return None
         select_isa()
-        _registrations.extend(_register("aten", op, (torch.float16,)) for op in GEMM_OPS)
+        global _fp32
+        _fp32 = fp32_route()
+        dtypes = (torch.float16, torch.float32) if _fp32[0] == "onednn" else (torch.float16,)
+        _registrations.extend(_register("aten", op, dtypes) for op in GEMM_OPS)
         when_torchplug_ops_defined(_register_llm_ops)
         from .inductor import install_when_inductor_loads
 
         install_when_inductor_loads()
         return _extension
+
+
+def fp32_route() -> tuple[str, str]:
+    """("onednn" or "stock", why) for float32 GEMMs, from $TORCHPLUG_CPU_FP32 and this CPU.
+
+    Raises ValueError on an unknown value, or on `onednn` where torch's oneDNN cannot run it.
+    """
+    choice = os.environ.get(FP32_ENV, "").strip().lower() or "auto"
+    if choice not in FP32_ROUTES:
+        raise ValueError(f"torchplug-cpu: {FP32_ENV}={choice!r} is not one of {', '.join(FP32_ROUTES)}")
+    if choice == "stock":
+        return "stock", f"{FP32_ENV}=stock"
+    # torch's oneDNN matmul takes float32 only where its bf16 path runs (AVX-512 BW/VL/DQ or AVX-NE-CONVERT).
+    usable = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    if choice == "onednn":
+        if not usable:
+            raise ValueError(f"torchplug-cpu: {FP32_ENV}=onednn, but torch's oneDNN has no fast float32 matmul on "
+                             f"this CPU (it needs AVX-512 BW/VL/DQ); unset it or use {FP32_ENV}=stock")
+        return "onednn", f"{FP32_ENV}=onednn"
+    vendor = extension().cpu_vendor()
+    if vendor == "AuthenticAMD" and usable:
+        return "onednn", "AMD CPU with AVX-512: MKL would take its AVX2 path"
+    return "stock", f"{vendor or 'unknown'} CPU: torch's MKL is as fast" if usable else "no AVX-512 oneDNN path"
+
+
+def fp32_status() -> str:
+    """How float32 GEMMs run while loaded, for `torchplug list`."""
+    route, why = _fp32 if loaded() else ("stock", "kernels not loaded")
+    return f"fp32 GEMM: {route} ({why})"
 
 
 def _register_llm_ops() -> None:

@@ -2,6 +2,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,15 @@ std::string current_isa();
 void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta);
 uint64_t fp16_gemm_calls();  // how many calls reached fp16_gemm: lets tests see the routing
+
+// fp32_gemm.cpp: the same contract in float32, on oneDNN (c contiguous; b, cin as above).
+void fp32_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
+               float beta);
+// The 2-D case where b is a weight's transpose, returning oneDNN's own result (no copy into a c);
+// nullopt for other layouts. bias as in addmm (read only when beta != 0).
+std::optional<at::Tensor> fp32_linear(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, float alpha,
+                                      float beta);
+uint64_t fp32_gemm_calls();
+std::string cpu_vendor();  // CPUID's vendor string, e.g. "AuthenticAMD", "GenuineIntel"
 
 }  // namespace torchplug_cpu

@@ -1,9 +1,11 @@
 // torchplug_cpu::mm / addmm / bmm / baddbmm, functional, out= and in-place: ops with aten's
-// argument types whose CPU kernels run torchplug's fp16 GEMM. torchplug_cpu.kernels registers
-// them through torchplug's dispatcher as the float16 kernels of the aten ops on the CPU key, so
-// other dtypes never get here; linear and matmul reach these four ops.
-// A float16 call torch would handle differently (mixed dtypes, a wrong shape, a float32 `out`)
-// goes to torch's own CPU kernel (at::cpu::*), which gives torch's result or torch's error.
+// argument types whose CPU kernels run torchplug's fp16 GEMM, or oneDNN for float32.
+// torchplug_cpu.kernels registers them through torchplug's dispatcher as the float16 kernels of
+// the aten ops on the CPU key, and as the float32 ones where fp32 is routed to oneDNN
+// (TORCHPLUG_CPU_FP32), so other dtypes never get here; linear and matmul reach these four ops.
+// A call torch would handle differently (mixed dtypes, a wrong shape, an `out` of another dtype,
+// an empty float32 product) goes to torch's own CPU kernel (at::cpu::*), which gives torch's
+// result or torch's error.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>
@@ -21,14 +23,23 @@ namespace {
 using at::Scalar;
 using at::Tensor;
 
-bool plain_half(const Tensor& t) {
-  return t.scalar_type() == at::kHalf && t.layout() == at::kStrided && !t.is_neg() && !t.is_conj();
+bool plain(const Tensor& t, at::ScalarType dtype) {
+  return t.scalar_type() == dtype && t.layout() == at::kStrided && !t.is_neg() && !t.is_conj();
 }
 
-// True when (self) @ (mat2) is a float16 product torch would accept: [b,] m x k @ [b,] k x n.
+// True when (self) @ (mat2) is a float16 or float32 product torch would accept: [b,] m x k @
+// [b,] k x n. float32 needs m > 1 (MKL's GEMV held up far better than oneDNN's on a loaded
+// machine: 9.4 against 1.7-3.0 GFLOP/s at 1 x 4096 x 4096) and no k or n zero (oneDNN refuses).
 bool ours(const Tensor& self, const Tensor& mat2, int64_t dim) {
-  return plain_half(self) && plain_half(mat2) && self.dim() == dim && mat2.dim() == dim &&
-         self.size(-1) == mat2.size(-2) && (dim == 2 || self.size(0) == mat2.size(0));
+  const auto dtype = self.scalar_type();
+  const bool fp32 = dtype == at::kFloat && self.dim() == dim && self.size(-2) > 1 && self.numel() && mat2.numel();
+  return (dtype == at::kHalf || fp32) && plain(self, dtype) && plain(mat2, dtype) && self.dim() == dim &&
+         mat2.dim() == dim && self.size(-1) == mat2.size(-2) && (dim == 2 || self.size(0) == mat2.size(0));
+}
+
+// An output (or in-place self) we can write: oneDNN's float32 path wants it contiguous.
+bool ours_out(const Tensor& out, const Tensor& self) {
+  return plain(out, self.scalar_type()) && (self.scalar_type() == at::kHalf || out.is_contiguous());
 }
 
 std::vector<int64_t> result_shape(const Tensor& self, const Tensor& mat2) {
@@ -38,17 +49,17 @@ std::vector<int64_t> result_shape(const Tensor& self, const Tensor& mat2) {
 
 Tensor as3d(const Tensor& t) { return t.dim() == 2 ? t.unsqueeze(0) : t; }
 
-// out = alpha * self @ mat2 + beta * bias, all float16 and already checked.
+// out = alpha * self @ mat2 + beta * bias, all of one dtype and already checked.
 void run(const Tensor& self, const Tensor& mat2, const Tensor& out, const Tensor& bias, const Scalar& beta,
          const Scalar& alpha) {
   const Tensor out3 = as3d(out);
   const float b = bias.defined() ? beta.to<float>() : 0.f;
   const Tensor bias3 = b != 0.f ? as3d(bias.expand(out.sizes())) : Tensor();
-  fp16_gemm(as3d(self), as3d(mat2), out3, bias3, alpha.to<float>(), b);
+  (self.scalar_type() == at::kHalf ? fp16_gemm : fp32_gemm)(as3d(self), as3d(mat2), out3, bias3, alpha.to<float>(), b);
 }
 
 bool ours_add(const Tensor& bias, const Tensor& self, const Tensor& mat2, int64_t dim) {
-  return ours(self, mat2, dim) && plain_half(bias) && at::is_expandable_to(bias.sizes(), result_shape(self, mat2));
+  return ours(self, mat2, dim) && plain(bias, self.scalar_type()) && at::is_expandable_to(bias.sizes(), result_shape(self, mat2));
 }
 
 // ---- the kernels: mm / bmm (Dim 2 / 3) and addmm / baddbmm, each with torch's CPU kernel for the
@@ -57,6 +68,8 @@ bool ours_add(const Tensor& bias, const Tensor& self, const Tensor& mat2, int64_
 template <int64_t Dim, Tensor (*stock)(const Tensor&, const Tensor&)>
 Tensor product(const Tensor& self, const Tensor& mat2) {
   if (!ours(self, mat2, Dim)) return stock(self, mat2);
+  if (Dim == 2 && self.scalar_type() == at::kFloat)
+    if (auto y = fp32_linear(self, mat2, Tensor(), 1.f, 0.f)) return *y;
   Tensor out = at::empty(result_shape(self, mat2), self.options());
   run(self, mat2, out, Tensor(), 0, 1);
   return out;
@@ -64,7 +77,7 @@ Tensor product(const Tensor& self, const Tensor& mat2) {
 
 template <int64_t Dim, Tensor& (*stock)(const Tensor&, const Tensor&, Tensor&)>
 Tensor& product_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
-  if (!ours(self, mat2, Dim) || !plain_half(out)) return stock(self, mat2, out);
+  if (!ours(self, mat2, Dim) || !ours_out(out, self)) return stock(self, mat2, out);
   at::native::resize_output(out, result_shape(self, mat2));
   run(self, mat2, out, Tensor(), 0, 1);
   return out;
@@ -73,6 +86,8 @@ Tensor& product_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
 template <int64_t Dim, Tensor (*stock)(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&)>
 Tensor add_product(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
   if (!ours_add(bias, self, mat2, Dim)) return stock(bias, self, mat2, beta, alpha);
+  if (Dim == 2 && self.scalar_type() == at::kFloat)
+    if (auto y = fp32_linear(self, mat2, bias, alpha.to<float>(), beta.to<float>())) return *y;
   Tensor out = at::empty(result_shape(self, mat2), self.options());
   run(self, mat2, out, bias, beta, alpha);
   return out;
@@ -82,7 +97,7 @@ template <int64_t Dim,
           Tensor& (*stock)(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&, Tensor&)>
 Tensor& add_product_out(const Tensor& bias, const Tensor& self, const Tensor& mat2, const Scalar& beta,
                         const Scalar& alpha, Tensor& out) {
-  if (!ours_add(bias, self, mat2, Dim) || !plain_half(out)) return stock(bias, self, mat2, beta, alpha, out);
+  if (!ours_add(bias, self, mat2, Dim) || !ours_out(out, self)) return stock(bias, self, mat2, beta, alpha, out);
   // resize_output would reallocate out when it is the wrong shape; keep bias readable if out is bias.
   const Tensor b = out.is_same(bias) && out.sizes() != at::IntArrayRef(result_shape(self, mat2)) ? bias.clone() : bias;
   at::native::resize_output(out, result_shape(self, mat2));
@@ -92,7 +107,8 @@ Tensor& add_product_out(const Tensor& bias, const Tensor& self, const Tensor& ma
 
 template <int64_t Dim, Tensor& (*stock)(Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&)>
 Tensor& add_product_(Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) {
-  if (!ours_add(self, mat1, mat2, Dim) || self.sizes() != at::IntArrayRef(result_shape(mat1, mat2)))
+  if (!ours_add(self, mat1, mat2, Dim) || !ours_out(self, mat1) ||
+      self.sizes() != at::IntArrayRef(result_shape(mat1, mat2)))
     return stock(self, mat1, mat2, beta, alpha);
   run(mat1, mat2, self, self, beta, alpha);
   return self;

@@ -15,4 +15,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_isa", &tc::set_isa, "force an ISA path: avx512, avx2 or scalar", py::arg("name"));
   m.def("current_isa", &tc::current_isa);
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");
+  m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
+  m.def("cpu_vendor", &tc::cpu_vendor, "CPUID vendor string");
 }

@@ -1,0 +1,118 @@
+"""A Llama-architecture decoder with random weights: RMSNorm, rotary (HF's rotate-half layout), GQA
+attention through scaled_dot_product_attention, SwiGLU MLP, untied head.
+
+Parameter names are HF transformers' LlamaForCausalLM names, so its state dict loads into one.
+The KV cache is static (one buffer per layer, `max_len` long) and the position is a tensor, so a
+torch.compile'd step has fixed shapes and compiles once per (batch, tokens) shape.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Config:
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    rope_theta: float = 10000.0
+    eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+PRESETS = {
+    "tiny": Config(hidden=256, layers=2, heads=4, kv_heads=2, intermediate=688, vocab=2048),
+    "111m": Config(hidden=1024, layers=4, heads=16, kv_heads=4, intermediate=2816, vocab=32000),
+    "499m": Config(hidden=2048, layers=8, heads=16, kv_heads=4, intermediate=5632, vocab=32000),
+}
+
+
+def random_state(config: Config, seed: int = 0) -> dict[str, torch.Tensor]:
+    """float32 weights in HF LlamaForCausalLM names (std 0.02 as HF's init; norms at 1)."""
+    gen = torch.Generator().manual_seed(seed)
+    h, kv = config.hidden, config.kv_heads * config.head_dim
+    shapes = {"model.embed_tokens.weight": (config.vocab, h), "lm_head.weight": (config.vocab, h)}
+    for i in range(config.layers):
+        p = f"model.layers.{i}."
+        shapes |= {p + "self_attn.q_proj.weight": (h, h), p + "self_attn.k_proj.weight": (kv, h),
+                   p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, h),
+                   p + "mlp.gate_proj.weight": (config.intermediate, h), p + "mlp.up_proj.weight": (config.intermediate, h),
+                   p + "mlp.down_proj.weight": (h, config.intermediate)}
+    state = {name: torch.randn(shape, generator=gen) * 0.02 for name, shape in shapes.items()}
+    for i in range(config.layers):
+        state[f"model.layers.{i}.input_layernorm.weight"] = torch.ones(h)
+        state[f"model.layers.{i}.post_attention_layernorm.weight"] = torch.ones(h)
+    state["model.norm.weight"] = torch.ones(h)
+    return state
+
+
+def streamed_bytes(state: dict[str, torch.Tensor], dtype: torch.dtype) -> int:
+    """Weight bytes one decode step reads: every parameter but the input embedding (a row gather)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return sum(t.numel() * size for name, t in state.items() if name != "model.embed_tokens.weight")
+
+
+class Llama(nn.Module):
+    def __init__(self, config: Config, state: dict[str, torch.Tensor], dtype: torch.dtype, max_len: int,
+                 batch: int) -> None:
+        super().__init__()
+        self.config = config
+        self.weights = {name: t.to(dtype) for name, t in state.items()}
+        inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, config.head_dim, 2).float() / config.head_dim)
+        angles = torch.outer(torch.arange(max_len).float(), inv_freq).repeat(1, 2)
+        self.cos, self.sin = angles.cos().to(dtype), angles.sin().to(dtype)
+        shape = (batch, config.kv_heads, max_len, config.head_dim)
+        self.cache = [(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)) for _ in range(config.layers)]
+
+    def forward(self, tokens: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        """Logits of the last position for tokens [batch, n] at positions start..start+n-1, caching K and V."""
+        c, w = self.config, self.weights
+        batch, n = tokens.shape
+        positions = start + torch.arange(n)
+        cos, sin = self.cos[positions], self.sin[positions]
+        # Query i sees cache slots up to its own position (the rest of the static cache is masked).
+        mask = torch.arange(self.cos.shape[0]) <= positions[:, None]
+        x = F.embedding(tokens, w["model.embed_tokens.weight"])
+        for i, (k_cache, v_cache) in enumerate(self.cache):
+            p = f"model.layers.{i}."
+            h = F.rms_norm(x, (c.hidden,), w[p + "input_layernorm.weight"], c.eps)
+            q = F.linear(h, w[p + "self_attn.q_proj.weight"]).view(batch, n, c.heads, c.head_dim).transpose(1, 2)
+            k = F.linear(h, w[p + "self_attn.k_proj.weight"]).view(batch, n, c.kv_heads, c.head_dim).transpose(1, 2)
+            v = F.linear(h, w[p + "self_attn.v_proj.weight"]).view(batch, n, c.kv_heads, c.head_dim).transpose(1, 2)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            k_cache.index_copy_(2, positions, k)
+            v_cache.index_copy_(2, positions, v)
+            attn = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask, enable_gqa=True)
+            x = x + F.linear(attn.transpose(1, 2).reshape(batch, n, c.hidden), w[p + "self_attn.o_proj.weight"])
+            h = F.rms_norm(x, (c.hidden,), w[p + "post_attention_layernorm.weight"], c.eps)
+            gated = F.silu(F.linear(h, w[p + "mlp.gate_proj.weight"])) * F.linear(h, w[p + "mlp.up_proj.weight"])
+            x = x + F.linear(gated, w[p + "mlp.down_proj.weight"])
+        x = F.rms_norm(x[:, -1], (c.hidden,), w["model.norm.weight"], c.eps)
+        return F.linear(x, w["lm_head.weight"])
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def hf_model(config: Config, state: dict[str, torch.Tensor], dtype: torch.dtype) -> nn.Module:
+    """The same weights in HF transformers' LlamaForCausalLM (built from a config: nothing downloaded)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    hf_config = LlamaConfig(vocab_size=config.vocab, hidden_size=config.hidden, intermediate_size=config.intermediate,
+                            num_hidden_layers=config.layers, num_attention_heads=config.heads,
+                            num_key_value_heads=config.kv_heads, rms_norm_eps=config.eps, rope_theta=config.rope_theta,
+                            tie_word_embeddings=False, max_position_embeddings=4096)
+    model = LlamaForCausalLM(hf_config).to(dtype).eval()
+    model.load_state_dict({name: t.to(dtype) for name, t in state.items()})
+    return model
