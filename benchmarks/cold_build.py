@@ -9,6 +9,8 @@ the same way, alternating with this tree target by target, so machine load hits 
 table gives each target's CPU and wall seconds and the ratio this/reference; the load average is
 printed before and after. The children import the tree's own torchplug and torchplug-cpu from
 the source folders (the installed distributions only provide the entry points).
+
+Verdict (with --reference): this tree's total CPU time is at most a third of the reference's.
 """
 
 import os
@@ -93,6 +95,9 @@ def main() -> int:
     header = (["target", "reference CPU s", "this CPU s", "CPU ratio", "reference wall s", "this wall s"]
               if reference is not None else ["target", "CPU s", "wall s"])
     report.table(header, rows)
+    if reference is not None:
+        ratio = sum(v[0] for v in seconds["this"].values()) / sum(v[0] for v in seconds["reference"].values())
+        report.verdict(ratio <= 1 / 3, f"total CPU time {ratio:.3f}x the reference's (at most 1/3)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return report.finish()
 
