@@ -22,7 +22,7 @@ from types import ModuleType
 
 import torch
 
-from . import build
+from . import build, uneven_allgather  # noqa: F401 - defines the op the C++ route calls
 
 _GROUP = "__torch__.torch.classes.c10d.ProcessGroup"
 # How long settle() waits for gloo's worker threads; only a collective stuck behind a dead peer takes it.

@@ -2,7 +2,8 @@
 
 NCCL runs an uneven all_gather as one broadcast per rank; so do we, on host aliases: each rank
 copies its input into its own output slot, then every slot is broadcast from its owner. The C++
-route (csrc/host_route.cpp) calls this for c10d::allgather_ when the outputs differ in shape.
+route (csrc/host_route.cpp) calls this for c10d::allgather_ when the outputs differ in shape, as
+the op torchplug_distributed::uneven_allgather, so the dispatcher converts its arguments and Work.
 """
 
 import torch
@@ -36,3 +37,9 @@ def allgather(output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor]
 
     done = torch.futures.collect_all([w.get_future() for w in works])
     return _create_work_from_future(done.then(gathered)).boxed()
+
+
+_library = torch.library.Library("torchplug_distributed", "DEF")
+_library.define("uneven_allgather(Tensor[][] output_lists, Tensor[] inputs, "
+                "__torch__.torch.classes.c10d.ProcessGroup group) -> __torch__.torch.classes.c10d.Work")
+_library.impl("uneven_allgather", allgather, "CPU")

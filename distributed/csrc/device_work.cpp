@@ -15,7 +15,8 @@
 // worker is done makes the final release happen on a Python thread instead.
 #include "collectives.h"
 
-#include <torch/csrc/jit/python/pybind_utils.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+namespace py = pybind11;
 
 namespace torchplug_distributed {
 

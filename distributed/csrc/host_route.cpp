@@ -14,7 +14,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -80,15 +79,14 @@ void run_uneven_allgather(const c10::intrusive_ptr<c10d::ProcessGroup>& group, t
                           size_t num_arguments) {
   c10::IValue outputs = (*stack)[stack->size() - num_arguments];
   c10::IValue inputs = (*stack)[stack->size() - num_arguments + 1];
-  c10::IValue work;
-  {
-    py::gil_scoped_acquire gil;
-    py::object boxed = py::module_::import("torchplug.distributed.uneven_allgather").attr("allgather")(
-        torch::jit::toPyObject(outputs), torch::jit::toPyObject(inputs), torch::jit::toPyObject(c10::IValue(group)));
-    work = torch::jit::toIValue(boxed, c10::getCustomClassType<c10::intrusive_ptr<c10d::Work>>());
-  }
+  // An op with a Python kernel (uneven_allgather.py): the dispatcher converts the arguments and the
+  // Work, so this extension needs none of torch's Python headers.
+  static const c10::OperatorHandle python =
+      c10::Dispatcher::singleton().findSchemaOrThrow("torchplug_distributed::uneven_allgather", "");
+  torch::jit::Stack call{outputs, inputs, c10::IValue(group)};
+  python.callBoxed(&call);
   torch::jit::drop(*stack, num_arguments);
-  torch::jit::push(*stack, std::move(outputs), std::move(work));
+  torch::jit::push(*stack, std::move(outputs), std::move(call.at(0)));
 }
 
 class HostRoute final : public c10::OperatorKernel {
