@@ -14,10 +14,8 @@ from typing import Any
 
 import torch
 
+from .. import TORCH_RANGE
 from ..entrypoints.versions import version_in_range
-
-# Verified against torch 2.13 (CPU wheel, development and CI) and 2.11 (GPU machines).
-TORCH_RANGE = ">=2.11,<2.14"
 
 _TRITON_TYPES = ("cuda", "xpu", "mtia")  # the device types torch would generate Triton for
 _host_types: set[str] = set()

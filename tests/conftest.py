@@ -121,7 +121,7 @@ def plugin_source(name: str, tail: str = "backend = FakeBackend()", spec_extra: 
 
         class FakeBackend(Backend):
             spec = BackendSpec(name={name!r}, device_type="cpu", dispatch_key="CPU",
-                               dtypes=frozenset({{torch.float32}}), torch_range=">=2.13,<2.14"{spec_extra})
+                               dtypes=frozenset({{torch.float32}}), torch_range=">=2.13,<2.16"{spec_extra})
 
             def native_unavailable_reason(self):
                 return None

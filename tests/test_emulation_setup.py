@@ -23,7 +23,7 @@ from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec
 def make_backend(name, device_type, key, native_reason):
     class Fake(Backend):
         spec = BackendSpec(name=name, device_type=device_type, dispatch_key=key, dtypes=STANDARD_DTYPES,
-                           torch_range=">=2.13,<2.14")
+                           torch_range=">=2.13,<2.16")
         def native_unavailable_reason(self):
             return native_reason
     backend = Fake()
