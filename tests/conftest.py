@@ -36,7 +36,18 @@ def pytest_sessionstart(session):
         kernels.load()
 
 
+# The compatibility tier (`pytest -m compat`, run by .ci/compat on every other supported torch): the
+# modules that reach into torch internals and so break first on a new torch release.
+COMPAT_MODULES = {
+    "test_autoload", "test_versions", "test_spec", "test_emulation", "test_emulation_setup", "test_dispatcher",
+    "test_compile", "test_distributed", "test_conformance",
+}
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__ in COMPAT_MODULES:
+            item.add_marker(pytest.mark.compat)
     if config.getoption("--runslow"):
         return
     skip = pytest.mark.skip(reason="slow tier: run with --runslow")
