@@ -88,16 +88,12 @@ def host_op_overrides(device_type: str) -> Any:
 def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
     """Run Inductor's `compile_fx`, adjusted where a graph's inputs live on an emulated device.
 
-    * CUDA graphs (mode="reduce-overhead" / "max-autotune") need a real GPU: the graph compiles
-      without them, with a warning.
-    * torch's autograd engine cannot run (nor trace) a backward on some emulated device types
-      (cuda on a CPU-only torch, see docs/emulation.md): the graph compiles for inference only,
-      with a warning, instead of failing while tracing the backward.
+    CUDA graphs (mode="reduce-overhead" / "max-autotune") need a real GPU: the graph compiles
+    without them, with a warning.
     """
     import torch
     from torch._inductor import config
 
-    from ..emulation.runtime import backward_unsupported
     from .patches import emulated_device_types
 
     tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
@@ -109,14 +105,7 @@ def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any
         _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: an emulated "
               "device has no graphs to capture (mode='reduce-overhead' and 'max-autotune' ask for them)")
         kwargs["config_patches"] = {**patches, "triton.cudagraphs": False}
-    reason = None
-    if torch.is_grad_enabled():
-        reason = next((r for t in tensors if t.requires_grad for r in [backward_unsupported(t.device.type)] if r), None)
-    if reason is None:
-        return compile_fx(model, example_inputs, *args, **kwargs)
-    _warn(f"torch.compile builds this graph for inference only (its outputs do not require grad): {reason}")
-    with torch.no_grad():
-        return compile_fx(model, example_inputs, *args, **kwargs)
+    return compile_fx(model, example_inputs, *args, **kwargs)
 
 
 def _warn(message: str) -> None:

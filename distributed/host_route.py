@@ -56,6 +56,7 @@ def install(device_type: str, dispatch_key: str) -> None:
             atexit.register(settle)  # runs before the interpreter finalizes (csrc/device_work.cpp says why)
         for op in c10d_ops():
             _extension.route_through_host(op.name().partition("::")[2], device_type, dispatch_key)
+        _extension.register_host_timer(device_type)  # DDP times iterations per device type
         _installed.add(dispatch_key)
 
 

@@ -136,10 +136,14 @@ def status_for(backend) -> tuple[str, str] | None:
     name, device_type = backend.spec.name, backend.spec.device_type
     attachment = _attached.get(device_type)
     if attachment is not None and attachment.backend == name:
+        hooks = (
+            "; torch's CUDA hooks become torchplug's on first use (this torch has no CUDA runtime), "
+            "which makes autograd, AMP and torch.cuda serve it" if attachment.dispatch_key == "CUDA" else ""
+        )
         return (
             "emulated",
             f"TORCHPLUG_EMULATE={name}: {attachment.count} host-memory device(s) named "
-            f"{attachment.device_name!r}; kernels run on the CPU",
+            f"{attachment.device_name!r}; kernels run on the CPU{hooks}",
         )
     reason = _declined.get(name)
     if reason is None or _native_works(backend):

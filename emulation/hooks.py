@@ -8,8 +8,9 @@
   MPS guard is registered at autoload from a cached build, and, in the one process that has to
   build it, Tensor.to / torch.tensor / torch.as_tensor load the runtime when they first see "mps".
 * A new device name takes torch's PrivateUse1 slot and is registered as torch.<name>.
-* torch.load(map_location=...) for emulated types: torch's own deserializers allocate with
-  torch.UntypedStorage(n, device=...), which a CPU build refuses for 'cuda' and 'mps'.
+* torch.UntypedStorage(n, device=...) and UntypedStorage.resize_, which a CPU build refuses for
+  'cuda' and 'mps' ("built without USE_CUDA"; FSDP2 frees and regrows parameter storages so),
+  and torch.load(map_location=...), whose deserializers allocate storages that way.
 * autograd: the runtime must be loaded before torch's first backward (the engine sizes its
   device threads then, and torch then fixes its accelerator), and each backward makes its
   outputs' device type torch's accelerator (see csrc/hooks.cpp).
@@ -34,6 +35,9 @@ _mps_stub: torch.library.Library | None = None
 _autograd_wrapped = False
 _serialization_registered = False
 _accelerator_wrapped = False
+_storages_wrapped = False
+# Device types whose storages torch's C++ refuses to create or resize on a CPU build.
+_STORAGE_REFUSED = {"CUDA", "MPS"}
 
 
 def install(attachment: Attachment) -> None:
@@ -49,6 +53,12 @@ def install(attachment: Attachment) -> None:
             for name, value in module.exports().items():
                 setattr(target, name, value)
         preloaded = _preload_runtime()
+        if preloaded is not None:
+            # Hooks torch calls before the first device use (torch.Generator(device=...)) set the
+            # runtime up through this; emulated cuda needs torchplug's CUDA hooks for them.
+            preloaded.set_configure_callback(_configure_runtime)
+            if attachment.dispatch_key == "CUDA":
+                preloaded.swap_cuda_hooks()
         if attachment.dispatch_key == "MPS":
             _install_mps_stub()
             # torch.backends.mps asks the C++ hooks, which would fix them before ours register.
@@ -60,6 +70,8 @@ def install(attachment: Attachment) -> None:
         _wrap_autograd()
         _wrap_accelerator()
         _register_serialization()
+        if attachment.dispatch_key in _STORAGE_REFUSED:
+            _wrap_storages()
 
 
 def _keep_wrapped(replacement: Any, original: Any) -> Any:
@@ -111,6 +123,12 @@ def _preload_runtime() -> Any:
         return load_cached(NAME, sources())
     except Exception:  # the first device use builds it, or reports why it cannot
         return None
+
+
+def _configure_runtime() -> None:
+    from . import runtime
+
+    runtime.ensure()
 
 
 def _mentions_mps(values: Any) -> bool:
@@ -187,6 +205,48 @@ def drop_mps_stub() -> None:
     if _mps_stub is not None:
         _mps_stub._destroy()
         _mps_stub = None
+
+
+def _emulated_storage_device(device: Any) -> torch.device | None:
+    """`device` as a torch.device when it names an emulated type whose storages torch refuses."""
+    if device is None:
+        return None
+    device = torch.device(device)
+    module = _modules.get(device.type)
+    if module is None or module.attachment.dispatch_key not in _STORAGE_REFUSED:
+        return None
+    return module._device(device)
+
+
+def _wrap_storages() -> None:
+    """UntypedStorage(..., device=...) and resize_ on emulated cuda/mps, through device tensors."""
+    global _storages_wrapped
+    if _storages_wrapped:
+        return
+    storage_class = torch.UntypedStorage
+    original_new = storage_class.__new__
+    original_resize = storage_class.resize_
+
+    def __new__(cls: type, *args: Any, device: Any = None, **kwargs: Any) -> Any:
+        target = _emulated_storage_device(device)
+        if target is None or cls is not storage_class or kwargs or len(args) > 1:
+            return original_new(cls, *args, **({"device": device} if device is not None else {}), **kwargs)
+        if args and not isinstance(args[0], int):  # a sequence of byte values
+            return torch.tensor(list(args[0]), dtype=torch.uint8).to(target).untyped_storage()
+        return torch.empty(args[0] if args else 0, dtype=torch.uint8, device=target).untyped_storage()
+
+    @functools.wraps(original_resize)
+    def resize_(self: Any, size: int) -> Any:
+        if _emulated_storage_device(self.device) is None:
+            return original_resize(self, size)
+        from . import runtime
+
+        runtime.extension().resize_storage(self._cdata, int(size))
+        return self
+
+    storage_class.__new__ = __new__
+    storage_class.resize_ = resize_
+    _storages_wrapped = True
 
 
 def _restore_location(storage: Any, location: str) -> Any:

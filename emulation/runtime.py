@@ -23,8 +23,6 @@ _ext: ModuleType | None = None
 _failure: BaseException | None = None
 _configured: set[str] = set()  # device types
 _pending_seeds: dict[str, dict[int, int]] = {}  # device type -> {index or -1 for all: seed}
-# Device types whose accelerator hooks torch lets us claim (see csrc/hooks.cpp).
-_ACCELERATOR_KEYS = {"XPU", "MPS", "PrivateUse1"}
 
 
 class EmulationNotice(TorchplugWarning):
@@ -87,13 +85,26 @@ def _choose_accelerator(ext: ModuleType) -> None:
     global _accelerator_chosen
     if _accelerator_chosen:
         return
+    if _gpuless_cuda_build():
+        # torch's CUDA hooks report CUDA as built, and torch refuses two accelerators ("Cannot have
+        # both XPU and cuda"): with no GPU to serve, they stop claiming the slot (csrc/hooks.cpp).
+        ext.mute_cuda_hooks()
     by_backend = {a.backend: a for a in attached().values()}
     for name in current().names:
         a = by_backend.get(name)
-        if a is not None and a.dispatch_key in _ACCELERATOR_KEYS:
+        if a is not None:
             ext.set_accelerator(a.dispatch_key)
             _accelerator_chosen = True
             return
+
+
+def _gpuless_cuda_build() -> bool:
+    return bool(torch.version.cuda or torch.version.hip) and torch.cuda.device_count() == 0
+
+
+def cuda_hooks_state() -> str:
+    """Which CUDA hooks torch uses: 'torch', 'emulated' (torchplug's, for emulated cuda) or 'muted'."""
+    return _ext.cuda_hooks_state() if _ext is not None else "torch"
 
 
 def queue_seed(device_type: str, index: int, seed: int) -> None:
@@ -123,24 +134,7 @@ def prepare_backward(tensors) -> None:
             "2.13's autograd engine serves one accelerator device type per backward call. Call backward "
             "once per device type, or move the outputs to one device first."
         )
-    a = attached()[types.pop()]
-    unsupported = backward_unsupported(a.device_type)
-    if unsupported:
-        raise RuntimeError(unsupported)
-    ext.set_accelerator(a.dispatch_key)
-
-
-def backward_unsupported(device_type: str) -> str | None:
-    """Why autograd cannot run backward on the emulated `device_type`, or None when it can."""
-    a = attached().get(device_type)
-    if a is None or a.dispatch_key in _ACCELERATOR_KEYS:
-        return None
-    return (
-        f"backward on the emulated '{a.device_type}' device is not available with this torch build: "
-        "torch's autograd engine runs backward only on its single accelerator device type, and a "
-        "CPU-only torch fixes the 'cuda' accelerator slot while `import torch` runs, before any "
-        "plugin can claim it. Emulated xpu and mps support backward; see docs/emulation.md."
-    )
+    ext.set_accelerator(attached()[types.pop()].dispatch_key)
 
 
 def _drain_autograd_workers() -> None:
@@ -155,9 +149,7 @@ def _drain_autograd_workers() -> None:
     the marker stashed in its snapshot is freed exactly then. Its leaf and gradient are kept
     alive on purpose, so nothing else in it needs Python afterwards.
     """
-    candidates = [
-        a for a in attached().values() if a.dispatch_key in _ACCELERATOR_KEYS and is_configured(a.device_type)
-    ]
+    candidates = [a for a in attached().values() if is_configured(a.device_type)]
     for index in range(max((a.count for a in candidates), default=0)):
         owner = next((a for a in candidates if index < a.count), None)
         if owner is not None:

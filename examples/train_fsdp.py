@@ -3,8 +3,8 @@
     TORCHPLUG_EMULATE=xpu torchrun --nproc-per-node=2 examples/train_fsdp.py     # emulated xpu:0, xpu:1
     torchrun --nproc-per-node=2 examples/train_fsdp.py --device cpu              # plain CPU on gloo
 
-(On real GPUs the first line without TORCHPLUG_EMULATE trains on cuda with NCCL. Emulated cuda
-cannot train with torch's CPU wheel, which rules out its autograd: see docs/distributed.md.)
+(On real GPUs the first line without TORCHPLUG_EMULATE trains on cuda with NCCL; TORCHPLUG_EMULATE=cuda
+trains the same on emulated cuda with torch's CPU wheel.)
 
 Each rank holds half of every parameter; all_gather_into_tensor rebuilds them for the forward and
 backward, and reduce_scatter_tensor shards the gradients. Rank 0 prints the final loss and a

@@ -45,19 +45,20 @@ def _trained(tmp_path, name: str, script: str, *args: str, emulate: str | None) 
     return torch.load(saved)
 
 
-def test_ddp_on_two_emulated_xpu_ranks_matches_cpu_gloo(tmp_path):
-    xpu = _trained(tmp_path, "xpu", "train_ddp.py", "--steps", "8", emulate="xpu")
-    cpu = _trained(tmp_path, "cpu", "train_ddp.py", "--steps", "8", emulate=None)
-    assert xpu.keys() == cpu.keys()
-    for name in xpu:
-        torch.testing.assert_close(xpu[name], cpu[name], rtol=1e-5, atol=1e-6, msg=name)
+_CPU_REFERENCE: dict[str, dict] = {}  # script -> weights trained on the CPU (gloo), once per session
 
 
-def test_fsdp2_fully_shard_on_two_emulated_xpu_ranks_matches_cpu_gloo(tmp_path):
-    xpu = _trained(tmp_path, "xpu", "train_fsdp.py", "--steps", "4", emulate="xpu")
-    cpu = _trained(tmp_path, "cpu", "train_fsdp.py", "--steps", "4", emulate=None)
-    for name in xpu:
-        torch.testing.assert_close(xpu[name], cpu[name], rtol=1e-5, atol=1e-6, msg=name)
+@pytest.mark.parametrize("script, steps", [pytest.param("train_ddp.py", "8", id="ddp"),
+                                           pytest.param("train_fsdp.py", "4", id="fsdp2")])
+@pytest.mark.parametrize("emulate", ["xpu", "cuda"])
+def test_training_on_two_emulated_ranks_matches_cpu_gloo(tmp_path, emulate, script, steps):
+    device = _trained(tmp_path, emulate, script, "--steps", steps, emulate=emulate)
+    if script not in _CPU_REFERENCE:
+        _CPU_REFERENCE[script] = _trained(tmp_path, "cpu", script, "--steps", steps, emulate=None)
+    cpu = _CPU_REFERENCE[script]
+    assert device.keys() == cpu.keys()
+    for name in device:
+        torch.testing.assert_close(device[name], cpu[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
 def test_torchrun_gives_each_local_rank_its_own_emulated_device_unless_told_otherwise():

@@ -45,4 +45,7 @@ c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, 
 // the emulated `device_type`.
 void route_through_host(const std::string& op, const std::string& device_type, const std::string& dispatch_key);
 
+// DDP's iteration timer for an emulated device type that torch has none for (host_timer.cpp).
+bool register_host_timer(const std::string& device_type);
+
 }  // namespace torchplug_distributed

@@ -197,4 +197,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   }, "How many device works are kept until gloo lets go of them.");
   m.def("route_through_host", &torchplug_distributed::route_through_host, py::arg("op"), py::arg("device_type"),
         py::arg("dispatch_key"), "Register the C++ route as c10d::op's kernel for the emulated device's key.");
+  m.def("register_host_timer", &torchplug_distributed::register_host_timer, py::arg("device_type"),
+        "Give DDP a host-clock iteration timer for the device type, unless torch has a timer for it.");
 }

@@ -11,9 +11,11 @@
 #include "emulation.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -234,6 +236,18 @@ ChargeTo::ChargeTo(c10::Device device) : previous_(t_charged) {
 
 ChargeTo::~ChargeTo() {
   t_charged = previous_;
+}
+
+void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes) {
+  TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+  const c10::Device device = impl->device();
+  c10::DataPtr block = allocate_block(new_bytes, device, device);
+  const size_t keep = std::min(new_bytes, impl->nbytes());
+  if (keep > 0) {
+    std::memcpy(block.get(), impl->data_ptr().get(), keep);
+  }
+  impl->set_data_ptr_noswap(std::move(block));
+  impl->set_nbytes(new_bytes);
 }
 
 }  // namespace torchplug::emulation

@@ -18,6 +18,8 @@
 //  * mm, bmm, addmm and baddbmm with out_dtype, which only CUDA builds implement: widened inputs;
 //  * _use_cudnn_ctc_loss and _use_miopen_ctc_loss, which ctc_loss asks on 'cuda' and which only
 //    CUDA builds implement: false;
+//  * _softmax and _log_softmax with half_to_float, a CUDA-only path that softmax(x, dtype=float32)
+//    takes for float16 input on 'cuda' (autocast's cross_entropy too), and their backward: widened;
 //  * _to_copy with non_blocking=True to the CPU, which asks torch's accelerator for pinned memory,
 //    when there may be none (emulated 'cuda'): copies run synchronously anyway, so it is dropped.
 #include "emulation.h"
@@ -215,6 +217,31 @@ void matmul_with_out_dtype(const c10::OperatorHandle& op, torch::jit::Stack* sta
   stack->push_back(std::move(result));
 }
 
+// _softmax / _log_softmax(self, dim, half_to_float): the CPU kernel refuses half_to_float (float16
+// in, float32 out), so the input is widened first, which is what the GPU kernel computes.
+void widening_softmax(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto args = stack->end() - 3;
+  if (args[2].toBool()) {
+    args[0] = args[0].toTensor().to(at::kFloat);
+    args[2] = false;
+  }
+  run_on_host(op, stack);
+}
+
+// _softmax_backward_data / _log_softmax_backward_data(grad_output, output, dim, input_dtype): after
+// a half_to_float forward the gradients are float32 and the input float16. Computed in float32,
+// returned in the input's dtype, as on a GPU.
+void narrowing_softmax_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto args = stack->end() - 4;
+  const auto input_dtype = static_cast<c10::ScalarType>(args[3].toInt());
+  const c10::ScalarType grad_dtype = args[0].toTensor().scalar_type();
+  args[3] = static_cast<int64_t>(grad_dtype);
+  run_on_host(op, stack);
+  if (input_dtype != grad_dtype) {
+    stack->back() = stack->back().toTensor().to(input_dtype);
+  }
+}
+
 c10::DispatchKey autograd_key(c10::DeviceType type) {
   switch (type) {
     case c10::DeviceType::CUDA: return c10::DispatchKey::AutogradCUDA;
@@ -236,6 +263,10 @@ void register_composite_overrides(c10::DeviceType type) {
     host->impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
   }
   for (const c10::OperatorName& name : direct) {
+    if (name.name == "aten::_softmax" || name.name == "aten::_log_softmax" ||
+        name.name == "aten::_softmax_backward_data" || name.name == "aten::_log_softmax_backward_data") {
+      continue;  // kernels of their own below
+    }
     host->impl(unqualified(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
   }
   host->impl("scaled_dot_product_attention", torch::CppFunction::makeFromBoxedFunction<&math_attention>());
@@ -243,6 +274,12 @@ void register_composite_overrides(c10::DeviceType type) {
   host->impl("native_group_norm_backward",
              torch::CppFunction::makeFromBoxedFunction<&contiguous_group_norm_backward>());
   host->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&synchronous_to_copy>());
+  for (const char* name : {"_softmax", "_log_softmax"}) {
+    host->impl(name, torch::CppFunction::makeFromBoxedFunction<&widening_softmax>());
+  }
+  for (const char* name : {"_softmax_backward_data", "_log_softmax_backward_data"}) {
+    host->impl(name, torch::CppFunction::makeFromBoxedFunction<&narrowing_softmax_backward>());
+  }
   host->impl("_copy_from", torch::CppFunction::makeFromBoxedFunction<&copy_from>());
   host->impl("_copy_from_and_resize", torch::CppFunction::makeFromBoxedFunction<&copy_from_and_resize>());
   for (const char* name : kOutDtypeMatmuls) {

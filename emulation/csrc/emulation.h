@@ -17,7 +17,12 @@
 #include <string>
 #include <vector>
 
+namespace at {
+class Generator;
+}  // namespace at
+
 namespace c10 {
+struct StorageImpl;
 class OperatorHandle;
 struct IValue;
 }  // namespace c10
@@ -51,6 +56,11 @@ struct TypeState {
   std::array<DeviceStats, kMaxDevices> stats;
 };
 
+// ---- module.cpp ------------------------------------------------------------------------------
+// For hooks torch calls before the first device use (torch.Generator(device=...)): configures
+// every emulated type through the Python runtime, when it loaded this build at autoload.
+void configure_on_first_use(c10::DeviceType type);
+
 // ---- state.cpp -------------------------------------------------------------------------------
 TypeState& state(c10::DeviceType type);
 bool is_emulated(c10::DeviceType type);
@@ -73,6 +83,8 @@ c10::DataPtr allocate_block(size_t nbytes, c10::Device charged_to, c10::Device t
 // Re-charge a block of ours to `device` and tag its DataPtr with it. False if not ours.
 bool adopt_block(c10::DataPtr& data, c10::Device device);
 void reset_peak(c10::Device device);
+// Storage.resize_ on an emulated device: a new block holding the old bytes that still fit.
+void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes);
 
 // The device a CPU kernel's allocations are charged to, for the current thread (CPU: none).
 class ChargeTo {
@@ -109,10 +121,21 @@ void register_composite_overrides(c10::DeviceType type);
 bool register_privateuse1_hooks();
 // The emulated type torch reports as its accelerator (autograd streams serve only that one).
 void set_accelerator(c10::DeviceType type);
+// torch's CUDA hooks become torchplug's (emulated cuda), in place, once; see hooks.cpp.
+void swap_cuda_hooks();
+// On a CUDA build without a visible GPU: torch's CUDA hooks stop claiming the accelerator slot.
+void mute_cuda_hooks();
+// Which CUDA hooks torch uses now: "torch", "emulated" or "muted".
+std::string cuda_hooks_state();
 
 // ---- rng.cpp ---------------------------------------------------------------------------------
 void create_generators(c10::DeviceType type, int count);
-void* generator_impl(c10::Device device);  // a CPUGeneratorImpl*, kept opaque for light headers
+// The device's default generator and a fresh one (index -1: the current device); both are
+// generators of the device whose state lives in a CPU generator, which host_generator returns.
+at::Generator& default_generator(c10::Device device);
+at::Generator new_generator(c10::Device device);
+at::Generator host_generator(const at::Generator& generator);
+void* generator_impl(c10::Device device);  // the default generator's CPUGeneratorImpl*, opaque for light headers
 void manual_seed(c10::Device device, uint64_t seed);
 uint64_t initial_seed(c10::Device device);
 uint64_t seed(c10::Device device);

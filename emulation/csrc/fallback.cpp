@@ -290,6 +290,10 @@ class HostCall {
         if (is_emulated(v.toDevice().type())) {
           v = c10::Device(c10::DeviceType::CPU);
         }
+      } else if (v.isGenerator()) {
+        if (is_emulated(v.toGenerator().device().type())) {
+          v = host_generator(v.toGenerator());  // CPU kernels sample only from CPU generators
+        }
       } else if (v.isNone() && target_ && is_optional_generator(schema_.arguments()[i])) {
         // Sample from the device's own generator, not the CPU's default one.
         auto* impl = static_cast<c10::GeneratorImpl*>(generator_impl(*target_));

@@ -1,29 +1,38 @@
 // torch's accelerator hooks for emulated devices: what lets autograd run backward on them.
 //
-// torch 2.13 knows one "current accelerator" per process (at::getAccelerator()), asked of the
-// XPU/MPS/CUDA/... hook objects; autograd's stream bookkeeping serves only that device type and
-// trips an internal assert for gradients on any other accelerator type. A CPU wheel has none.
-// So these hooks report an emulated type as present only while it is the *active* accelerator
+// torch knows one "current accelerator" per process (at::getAccelerator(), which asks each hook
+// object's isBuilt()); autograd's stream bookkeeping serves only that device type and trips an
+// internal assert for gradients on any other accelerator type. A CPU wheel has none. So these
+// hooks report an emulated type as built only while it is the *active* accelerator
 // (set_accelerator), which the Python runtime switches to the device type of each backward call.
 //
 // The XPU and MPS hook registries are read lazily, the first time anything asks torch for its
-// accelerator, so registering here at load time works as long as the runtime loads first (the
-// Python side loads it before the first backward). CUDA's hooks are created while `import torch`
-// loads torch._C, before any plugin code runs, so an emulated 'cuda' can never be the accelerator
-// of a CPU wheel: see docs/emulation.md. A PrivateUse1 device registers its hooks explicitly.
-// The hooks also hand out "pinned" host memory, for pin_memory() and non_blocking copies.
+// accelerator, so registering here at load time works as long as the runtime loads first. A
+// PrivateUse1 device registers its hooks explicitly. CUDA's hooks object is created while
+// `import torch` runs, before any plugin: swap_cuda_hooks replaces its dynamic type in place
+// (destroy, then construct CudaHooks in the same memory; CudaHooks adds no data members), so every
+// caller of at::detail::getCUDAHooks() reaches these hooks from then on. See docs/emulation.md for
+// what each hook answers and which ATen paths read them.
+// The hooks also hand out "pinned" host memory, for pin_memory() and non_blocking copies, and the
+// devices' random generators (torch.Generator(device=...)).
 #include "emulation.h"
 
+#include <ATen/core/Generator.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/detail/MPSHooksInterface.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/detail/XPUHooksInterface.h>
-#include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <typeinfo>
 #include <unordered_set>
+
+// torch 2.11's hook interfaces have no generator entry points.
+#define TORCHPLUG_HOOKS_HAVE_GENERATORS (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 13)
 
 namespace torchplug::emulation {
 
@@ -95,9 +104,40 @@ class Hooks : public Base {
     return is_pinned(data);
   }
   c10::Allocator* getPinnedMemoryAllocator() const override {
+    TORCH_CHECK(is_emulated(kType), "pinned memory for ", kType, " needs a ", kType, " device; none is emulated");
     return &g_pinned_allocator;
   }
+#if TORCHPLUG_HOOKS_HAVE_GENERATORS
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index = -1) const override {
+    return default_generator(c10::Device(kType, device_index));
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device_index = -1) const override {
+    return new_generator(c10::Device(kType, device_index));
+  }
+#endif
 };
+
+// Serves an emulated 'cuda' on a CPU wheel, and mutes torch's real CUDA hooks on a CUDA build that
+// sees no GPU (cuda is not emulated there, so it reports no device). It never claims cuDNN, cuBLAS,
+// MAGMA or any other CUDA library: the inherited defaults say none is compiled in, which keeps CPU
+// kernels on their CPU paths (e.g. convolution never selects cuDNN for an emulated cuda tensor).
+class CudaHooks final : public Hooks<at::CUDAHooksInterface, c10::DeviceType::CUDA> {
+ public:
+  bool hasCUDA() const override {
+    return is_emulated(c10::DeviceType::CUDA);
+  }
+  c10::DeviceIndex current_device() const override {
+    return is_emulated(c10::DeviceType::CUDA) ? emulation::current_device(c10::DeviceType::CUDA) : -1;
+  }
+  void deviceSynchronize(c10::DeviceIndex /*device_index*/) const override {}
+  std::string showConfig() const override {
+    return is_emulated(c10::DeviceType::CUDA)
+               ? "  - CUDA: emulated by torchplug in host memory (no CUDA runtime, cuDNN, cuBLAS or NCCL)\n"
+               : "  - CUDA: built, but no GPU is visible; torchplug muted its accelerator hooks\n";
+  }
+};
+// Constructed in memory that held torch's own hooks object: it must not need more.
+static_assert(sizeof(CudaHooks) == sizeof(at::CUDAHooksInterface), "CudaHooks must add no data members");
 
 class XpuHooks final : public Hooks<at::XPUHooksInterface, c10::DeviceType::XPU> {
  public:
@@ -138,16 +178,7 @@ class PrivateUse1Hooks final : public Hooks<at::PrivateUse1HooksInterface, c10::
  public:
   // storage.resize_() on an emulated PrivateUse1 storage comes here.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
-    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-    TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
-    c10::Device device = storage.device();
-    c10::DataPtr block = allocate_block(new_bytes, device, device);
-    const size_t keep = std::min(new_bytes, impl->nbytes());
-    if (keep > 0) {
-      std::memcpy(block.get(), impl->data_ptr().get(), keep);
-    }
-    impl->set_data_ptr_noswap(std::move(block));
-    impl->set_nbytes(new_bytes);
+    resize_storage_bytes(storage.unsafeGetStorageImpl(), new_bytes);
   }
 };
 
@@ -177,6 +208,44 @@ bool register_privateuse1_hooks() {
 
 void set_accelerator(c10::DeviceType type) {
   g_active.store(static_cast<int>(type), std::memory_order_relaxed);
+}
+
+namespace {
+
+std::mutex g_cuda_hooks_mutex;
+std::string g_cuda_hooks_state = "torch";
+
+// Replace the dynamic type of torch's CUDA hooks object; `expect_interface` says which object may
+// be replaced: the CPU wheel's stub (at::CUDAHooksInterface itself) or a CUDA build's real hooks.
+void replace_cuda_hooks(bool expect_interface, const char* new_state) {
+  std::lock_guard<std::mutex> lock(g_cuda_hooks_mutex);
+  if (g_cuda_hooks_state == new_state) {
+    return;  // only once
+  }
+  TORCH_CHECK(g_cuda_hooks_state == "torch", "torch's CUDA hooks are already ", g_cuda_hooks_state);
+  auto& hooks = const_cast<at::CUDAHooksInterface&>(at::detail::getCUDAHooks());
+  const bool is_interface = typeid(hooks) == typeid(at::CUDAHooksInterface);
+  TORCH_CHECK(is_interface == expect_interface, "torchplug will not replace torch's CUDA hooks of type ",
+              typeid(hooks).name(), is_interface ? ": this torch has no CUDA runtime to mute"
+                                                 : ": this torch was built with a CUDA runtime");
+  hooks.~CUDAHooksInterface();
+  new (&hooks) CudaHooks();
+  g_cuda_hooks_state = new_state;
+}
+
+}  // namespace
+
+void swap_cuda_hooks() {
+  replace_cuda_hooks(/*expect_interface=*/true, "emulated");
+}
+
+void mute_cuda_hooks() {
+  replace_cuda_hooks(/*expect_interface=*/false, "muted");
+}
+
+std::string cuda_hooks_state() {
+  std::lock_guard<std::mutex> lock(g_cuda_hooks_mutex);
+  return g_cuda_hooks_state;
 }
 
 }  // namespace torchplug::emulation

@@ -2,6 +2,7 @@
 // build time). Device types are named by their dispatch key: "CUDA", "XPU", "MPS", "PrivateUse1".
 #include "emulation.h"
 
+#include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -30,6 +31,10 @@ c10::Device device_of(const std::string& key, int64_t index) {
 }
 
 std::mutex g_configure_mutex;
+
+// The Python runtime's configure-everything entry point, set at autoload when a cached build is
+// loaded early (emulation/hooks.py). Leaked on purpose: it must outlive the interpreter's teardown.
+py::object* g_configure_callback = nullptr;
 
 // Switch a device type on. Idempotent for the same settings; the settings cannot change later
 // because tensors and guards already hold on to them.
@@ -60,6 +65,9 @@ void configure(const std::string& key, int64_t count, const std::vector<int64_t>
     st.stats[i].capacity.store(capacities[i]);
   }
   install_host_allocator();
+  if (type == c10::DeviceType::CUDA) {
+    swap_cuda_hooks();  // before the type is enabled: nothing may see it half set up
+  }
   create_generators(type, st.count);
   device_allocator(type);
   register_guard(type);
@@ -99,6 +107,18 @@ py::dict memory_stats(const std::string& key, int64_t index) {
 
 }  // namespace
 
+void configure_on_first_use(c10::DeviceType type) {
+  if (is_emulated(type) || g_configure_callback == nullptr) {
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  try {
+    (*g_configure_callback)();
+  } catch (py::error_already_set& err) {
+    TORCH_CHECK(false, "torchplug could not set up the emulated ", type, " device: ", err.what());
+  }
+}
+
 }  // namespace torchplug::emulation
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -125,9 +145,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("backend"));
   m.def("memory_stats", &memory_stats);
   m.def("register_guard_early", &register_guard_early);
+  m.def("set_configure_callback", [](py::function callback) {
+    if (g_configure_callback == nullptr) {
+      g_configure_callback = new py::object(std::move(callback));
+    }
+  });
   // See hooks.cpp.
   m.def("register_privateuse1_hooks", &register_privateuse1_hooks);
   m.def("set_accelerator", [](const std::string& key) { set_accelerator(parse_type(key)); });
+  m.def("swap_cuda_hooks", &swap_cuda_hooks);
+  m.def("mute_cuda_hooks", &mute_cuda_hooks);
+  m.def("cuda_hooks_state", &cuda_hooks_state);
+  // `storage` is an UntypedStorage's _cdata (its StorageImpl*); the caller keeps the storage alive.
+  m.def("resize_storage", [](uintptr_t storage, size_t nbytes) {
+    auto* impl = reinterpret_cast<c10::StorageImpl*>(storage);
+    TORCH_CHECK(is_emulated(impl->device().type()), "resize_storage: ", impl->device(), " is not an emulated device");
+    resize_storage_bytes(impl, nbytes);
+  });
   m.def("memory_allocated", [](const std::string& key, int64_t index) {
     return state(device_of(key, index).type()).stats[index].allocated_bytes.load();
   });

@@ -1,0 +1,42 @@
+// DDP's Reducer times every iteration with a c10d Timer made for its parameters' device type.
+// torch registers one for the CPU, and a CUDA build one for 'cuda' that records CUDA events; a CPU
+// wheel has none for 'cuda', so DDP on emulated cuda tripped an internal assert (logger.cpp) on
+// its first forward. Emulated devices run their kernels synchronously on the host, so host
+// timestamps measure what a device timer would.
+#include "collectives.h"
+
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
+
+#include <memory>
+#include <optional>
+
+namespace torchplug_distributed {
+
+namespace {
+
+class HostTimer final : public c10d::Timer {
+ public:
+  std::optional<int64_t> measureDifference(Event start, Event end) override {
+    const std::optional<int64_t> started = getTimestamp(start);
+    const std::optional<int64_t> ended = getTimestamp(end);
+    if (!started || !ended) {
+      return std::nullopt;
+    }
+    return *ended - *started;
+  }
+};
+
+}  // namespace
+
+bool register_host_timer(const std::string& device_type) {
+  const c10::DeviceType type = c10::Device(device_type).type();
+  if (c10d::TimerRegistry()->Has(type)) {
+    return false;  // torch's own (the CPU's, or a real device's), or ours from an earlier call
+  }
+  c10d::TimerRegistry()->Register(type, [](c10::Device) -> std::unique_ptr<c10d::Timer> {
+    return std::make_unique<HostTimer>();
+  });
+  return true;
+}
+
+}  // namespace torchplug_distributed
