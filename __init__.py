@@ -12,6 +12,10 @@ from typing import Any
 __version__ = "0.1.0"
 # The plugin contract version. A BackendSpec must declare it; bump it on incompatible change.
 API_VERSION = 1
+# The torch releases torchplug's core (its patches of torch internals, its C++) is tested on: 2.13-2.15
+# on CPU and CUDA wheels, 2.11 on the lent GPU machines (docs/compatibility.md). Each plugin declares
+# its own range in its pyproject.toml; the loader refuses every plugin on a torch outside this one.
+TORCH_RANGE = ">=2.11,!=2.12.*,<2.16"
 
 
 

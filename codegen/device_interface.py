@@ -86,5 +86,9 @@ def interface_for(module: Any, triton_capable: bool = False, capability: int | N
         def is_triton_capable(device: torch.types.Device = None) -> bool:
             return triton_capable
 
+        @staticmethod
+        def is_gpu() -> bool:  # torch >= 2.15 builds Inductor's GPU_TYPES from it; earlier releases never ask
+            return triton_capable  # fidelity mode generates GPU (Triton) code; the host target is host memory
+
     EmulatedInterface.__name__ = EmulatedInterface.__qualname__ = f"Emulated{module.type.capitalize()}Interface"
     return EmulatedInterface

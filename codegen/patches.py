@@ -1,10 +1,17 @@
-"""Every patch torchplug makes to torch's internals, in one place, checked against the torch version.
+"""Every patch torchplug makes to Inductor's and Dynamo's internals, in one place, checked against the
+torch version (torchplug.TORCH_RANGE: 2.11, 2.13-2.15; docs/compatibility.md lists each internal).
 
 Inductor hard-codes which device types are GPUs and which get its C++ (host) codegen. A device
 served by the host target keeps its own type (tensors stay on 'xpu', 'mps', 'npu', ...) but
 Inductor must treat it as host memory: not a GPU, C++ kernels, CPU fusion rules. The patches
 below do exactly that and nothing else; they are applied once, the first time a host target is
 installed, after checking the installed torch is one they were verified against.
+
+Differences between the supported releases:
+- torch 2.15's `has_triton` takes `include_cpu`; the replacement passes it through.
+- torch 2.15 computes `GPU_TYPES` from each registered DeviceInterface's `is_gpu()`;
+  device_interface.py answers it (a GPU only in fidelity mode), and `add_host_device` still
+  removes host-memory types from the list, for the releases that hard-code it.
 """
 
 import sys
@@ -14,10 +21,8 @@ from typing import Any
 
 import torch
 
+from .. import TORCH_RANGE
 from ..entrypoints.versions import version_in_range
-
-# Verified against torch 2.13 (CPU wheel, development and CI) and 2.11 (GPU machines).
-TORCH_RANGE = ">=2.11,<2.14"
 
 _TRITON_TYPES = ("cuda", "xpu", "mtia")  # the device types torch would generate Triton for
 _host_types: set[str] = set()
@@ -142,13 +147,15 @@ def _apply_once() -> None:
 
     original_has_triton = _triton.has_triton
 
-    def has_triton() -> bool:
+    def has_triton(**options: bool) -> bool:
+        # torch 2.15 added has_triton(include_cpu=...); earlier releases take no argument, and
+        # pass none, so whatever the caller passed goes through unchanged.
         if _interpreted_types:
             return True  # the fidelity target installed only after finding the triton package
         # torch asks whether any cuda/xpu device is available; a host-memory one cannot run Triton.
         if _host_types and not any(t not in _host_types and getattr(torch, t).is_available() for t in _TRITON_TYPES):
             return False
-        return original_has_triton()
+        return original_has_triton(**options)
 
     has_triton.cache_clear = original_has_triton.cache_clear  # type: ignore[attr-defined]
     def create_backend(self: Any, device: torch.device) -> Any:

@@ -115,7 +115,9 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
             return None
         unsound = _build_has_runtime(spec.device_type)
         if unsound:
-            _decline(name, f"{unsound}; emulation needs a torch build without it (e.g. the CPU wheel)")
+            release = torch.__version__.split("+")[0]
+            _decline(name, f"{unsound}; emulation needs a torch build without it, the CPU wheel: "
+                           f"pip install torch=={release} --index-url https://download.pytorch.org/whl/cpu")
             return None
         if not config.forced(name) and _native_works(backend):
             _decline(name, "real hardware is present and native wins; set TORCHPLUG_EMULATE_FORCE=1 to emulate anyway")

@@ -63,6 +63,7 @@ class EmulatedDeviceProperties:
     major: int = 0  # no compute capability: code gated on e.g. (8, 0) takes its portable path
     minor: int = 0
     is_emulated: bool = True
+    device_id: int = 0  # PCI device id: torch 2.15's common_xpu maps it to a codename (0 is none)
 
     @property
     def gpu_subslice_count(self) -> int:  # torch.xpu's name for the compute-unit count

@@ -62,7 +62,7 @@ def install(attachment: Attachment) -> None:
         if attachment.dispatch_key == "MPS":
             _install_mps_stub()
             # torch.backends.mps asks the C++ hooks, which would fix them before ours register.
-            torch.backends.mps.is_available = module.is_available
+            torch.backends.mps.is_available = _keep_wrapped(module.is_available, torch.backends.mps.is_available)
             if preloaded is not None:
                 preloaded.register_guard_early("MPS", attachment.count)
             else:
@@ -72,6 +72,18 @@ def install(attachment: Attachment) -> None:
         _register_serialization()
         if attachment.dispatch_key in _STORAGE_REFUSED:
             _wrap_storages()
+
+
+def _keep_wrapped(replacement: Any, original: Any) -> Any:
+    """`replacement` as a function that keeps `original.__wrapped__`: torch 2.14 and 2.15's Dynamo read
+    torch.backends.mps.is_available.__wrapped__ (the function under its cache) when it is imported."""
+
+    def function(*args: Any, **kwargs: Any) -> Any:
+        return replacement(*args, **kwargs)
+
+    if hasattr(original, "__wrapped__"):
+        function.__wrapped__ = original.__wrapped__
+    return function
 
 
 def device_module(device_type: str) -> Any:

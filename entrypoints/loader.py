@@ -21,10 +21,10 @@ from typing import Literal
 
 import torch
 
-from .. import warn
+from .. import TORCH_RANGE, warn
 from .. import __version__ as torchplug_version
 from .backend import Backend
-from .versions import InvalidRange, version_in_range
+from .versions import REQUIREMENT, InvalidRange, install_torch_command, lower_bound_first, version_in_range
 
 GROUP = "torchplug.devices"
 # The plugins in this repository's devices/ folders. No torchplug distribution is published on a
@@ -252,17 +252,14 @@ def _register(record: PluginRecord, obj: object) -> None:
     obj.setup()
 
 
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;)]*)\)?\s*(;.*)?$")
-
-
 def _incompatibility(record: PluginRecord) -> tuple[str, str] | None:
     """Check the plugin's declared torch and torchplug ranges before importing it."""
     installed = {"torch": torch.__version__, "torchplug": torchplug_version}
     for requirement in record.requires:
-        match = _REQUIREMENT.match(requirement)
+        match = REQUIREMENT.match(requirement)
         if not match or (match[3] and "extra" in match[3]):
             continue
-        name, specifier = match[1].lower(), match[2].strip()
+        name, specifier = match[1].lower(), lower_bound_first(match[2])
         if name not in installed:
             continue
         try:
@@ -270,11 +267,22 @@ def _incompatibility(record: PluginRecord) -> tuple[str, str] | None:
                 continue
         except InvalidRange as err:
             return f"declares an unreadable {name} range: {err}", f"fix {record.distribution}'s metadata"
+        if name == "torch":
+            return _unsupported_torch(specifier, f"{record.distribution} {record.version}")
         return (
             f"requires {name}{specifier}, but {name} {installed[name]} is installed",
             f"install a {record.distribution} release built for {name} {installed[name]}",
         )
+    if not version_in_range(torch.__version__, TORCH_RANGE):  # the core's own reach into torch internals
+        return _unsupported_torch(TORCH_RANGE, f"torchplug {torchplug_version}")
     return None
+
+
+def _unsupported_torch(specifier: str, tested_by: str) -> tuple[str, str]:
+    return (
+        f"torch {torch.__version__} is installed, but {tested_by} supports torch{specifier} (the range it is tested on)",
+        f"install a supported torch: {install_torch_command(specifier)}",
+    )
 
 
 def _explain(record: PluginRecord) -> str:

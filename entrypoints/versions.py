@@ -6,6 +6,7 @@ final/pre/post phase are compared as PEP 440 orders them; local labels (``+cpu``
 """
 
 import re
+from importlib.metadata import PackageNotFoundError, requires
 
 _VERSION = re.compile(
     r"^\s*v?(?:\d+!)?(?P<release>\d+(?:\.\d+)*)"
@@ -14,6 +15,8 @@ _VERSION = re.compile(
     r"(?P<dev>[-_.]?dev[-_.]?\d*)?(?:\+[a-z0-9.]*)?\s*$",
     re.IGNORECASE,
 )
+# One Requires-Dist line: name, optional extras, specifier (optionally parenthesised), marker.
+REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;)]*)\)?\s*(;.*)?$")
 _CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*(\S+?)\s*$")
 
 Key = tuple[tuple[int, ...], int]  # (release, phase): phase -1 pre/dev, 0 final, 1 post
@@ -82,3 +85,32 @@ def version_in_range(version: str, specifier: str) -> bool:
             raise InvalidRange(f"{clause.strip()!r} in {specifier!r} is not a PEP 440 specifier")
         holds = _clause_holds(match[1], match[2], key) and holds
     return holds
+
+
+def declared_torch_range(distribution: str) -> str:
+    """The torch range `distribution` declares in its metadata (its pyproject's dependency on torch).
+
+    A plugin's tested torch range is written once, in its pyproject.toml; pip enforces it at install
+    and the loader before import, and the plugin's BackendSpec reads it back from here.
+    """
+    try:
+        lines = requires(distribution) or []
+    except PackageNotFoundError:
+        raise InvalidRange(f"{distribution} is not installed, so its torch range cannot be read") from None
+    for line in lines:
+        match = REQUIREMENT.match(line)
+        if match and match[1].lower() == "torch" and not (match[3] and "extra" in match[3]):
+            check_range(match[2])
+            return lower_bound_first(match[2])
+    raise InvalidRange(f"{distribution} declares no torch range; add torch>=X,<Y to its dependencies")
+
+
+def lower_bound_first(specifier: str) -> str:
+    """`specifier` with its lower bounds first: metadata writes '<2.16,>=2.13' for '>=2.13,<2.16'."""
+    clauses = [clause.strip() for clause in specifier.split(",") if clause.strip()]
+    return ",".join(sorted(clauses, key=lambda clause: {">": 0, "<": 2}.get(clause[0], 1)))
+
+
+def install_torch_command(specifier: str) -> str:
+    """The pip command that installs a torch in `specifier`."""
+    return f"pip install 'torch{specifier}'"

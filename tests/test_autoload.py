@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 from conftest import REAL_PLUGINS, cli_json, make_plugin, plugin_source, run_cli, run_python
 
 REPORT = """
@@ -61,7 +62,9 @@ def test_broken_plugins_never_break_import_torch(broken_plugins):
     assert result["badinit"][0] == "failed"
     assert "RuntimeError: driver handshake failed" in result["badinit"][1]
     assert result["oldtorch"][0] == "incompatible"
-    assert "requires torch>=3.0, but torch 2.13.0" in result["oldtorch"][1]
+    assert result["oldtorch"][1] == (f"torch {torch.__version__} is installed, but tp-fake-oldtorch 0.1 supports "
+                                     "torch>=3.0 (the range it is tested on)")
+    assert result["oldtorch"][2] == "install a supported torch: pip install 'torch>=3.0'"
     assert "AttributeError" in result["noattr"][1]
     assert "not a torchplug Backend" in result["notbackend"][1]
     assert "api_version 99" in result["badspec"][1]
@@ -83,7 +86,7 @@ def test_torchplug_list_shows_each_failure_with_its_reason(broken_plugins):
     lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
     assert "failed" in lines["badimport"] and "undefined symbol: npuInit" in lines["badimport"]
     assert "failed" in lines["badinit"] and "driver handshake failed" in lines["badinit"]
-    assert "incompatible" in lines["oldtorch"] and "requires torch>=3.0" in lines["oldtorch"]
+    assert "incompatible" in lines["oldtorch"] and "supports torch>=3.0" in lines["oldtorch"]
     assert 'raise RuntimeError("driver handshake failed")' in result.stdout  # --verbose traceback
     plugins = {p["name"]: p for p in cli_json("list", path=broken_plugins)["plugins"]}
     assert plugins["good"]["mode"] == "native" and plugins["badimport"]["mode"] == "-"
@@ -118,7 +121,7 @@ def test_explicit_request_raises_recorded_reason_and_fix(broken_plugins):
     """, path=broken_plugins).stdout
     lines = dict(line.split(" | ", 1) for line in out.splitlines())
     assert "undefined symbol: npuInit" in lines["badimport"] and "Fix: reinstall" in lines["badimport"]
-    assert "requires torch>=3.0" in lines["oldtorch"] and "Fix: install a tp-fake-oldtorch release" in lines["oldtorch"]
+    assert "supports torch>=3.0" in lines["oldtorch"] and "Fix: install a supported torch: pip install" in lines["oldtorch"]
     assert "built without XPU" in lines["xpu"] and "TORCHPLUG_EMULATE=xpu" in lines["xpu"]
     assert "did you mean 'xpu'?" in lines["xpuu"]
     assert lines["good"] == "FakeBackend"

@@ -65,6 +65,10 @@ def test_cpu_compiles_beside_two_emulated_gpu_types():
 def test_example_npu_plugin_compiles_forward_and_backward(tmp_path):
     # The example vendor plugin (docs/example-plugin) on torch's PrivateUse1 key, second device.
     make_plugin(tmp_path, "npu", "", target="torchplug_example:backend")
+    # the example's spec reads its torch range from its own metadata, as an installed plugin would
+    (tmp_path / "torchplug_example-0.1.0.dist-info").mkdir()
+    (tmp_path / "torchplug_example-0.1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torchplug-example\nVersion: 0.1.0\nRequires-Dist: torch>=2.13,<2.16\n")
     code = CHECKS + """
 import torch
 def train_step():
@@ -161,6 +165,6 @@ def test_targets_refuse_a_torch_outside_the_verified_range(monkeypatch):
     from torchplug.codegen import patches
     from torchplug.codegen.host import HostCppTarget
 
-    monkeypatch.setattr(patches.torch, "__version__", "2.14.0")
+    monkeypatch.setattr(patches.torch, "__version__", "2.16.0")
     status = HostCppTarget("xpu").status()
-    assert status.startswith("inductor: none — torch 2.14.0 is outside the range") and patches.TORCH_RANGE in status
+    assert status.startswith("inductor: none — torch 2.16.0 is outside the range") and patches.TORCH_RANGE in status

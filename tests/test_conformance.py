@@ -20,7 +20,7 @@ import ctypes
 from torchplug.entrypoints import STANDARD_DTYPES
 
 FakeBackend.spec = BackendSpec(name="tpbad", device_type="tpbad", dispatch_key="PrivateUse1",
-                               dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14")
+                               dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.16")
 FakeBackend.native_unavailable_reason = lambda self: "tpbad is a test device"
 FakeBackend.codegen = lambda self: None  # no Inductor target: compile must be reported unsupported
 _lib = torch.library.Library("aten", "IMPL")

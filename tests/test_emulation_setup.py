@@ -23,7 +23,7 @@ from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec
 def make_backend(name, device_type, key, native_reason):
     class Fake(Backend):
         spec = BackendSpec(name=name, device_type=device_type, dispatch_key=key, dtypes=STANDARD_DTYPES,
-                           torch_range=">=2.13,<2.14")
+                           torch_range=">=2.13,<2.16")
         def native_unavailable_reason(self):
             return native_reason
     backend = Fake()
@@ -262,3 +262,20 @@ def test_unreadable_setting_fails_the_plugin_not_import_torch():
     ''', TORCHPLUG_EMULATE="xpu", TORCHPLUG_EMULATE_MEMORY="lots")
     assert found[0] == "failed" and "TORCHPLUG_EMULATE_MEMORY" in found[1]
     assert found[2] == "loaded"  # plugins that were not asked for are untouched
+
+
+def test_emulating_cuda_on_a_cuda_build_is_refused_with_the_cpu_wheel_command():
+    found = run_json('''
+        import json, torch
+        import torchplug.entrypoints as ep
+        status = ep.loaded_backend("cuda").status()
+        print(json.dumps([torch.version.cuda, torch.__version__, status.mode, status.reason]))
+    ''', TORCHPLUG_EMULATE="cuda")
+    cuda_build, version, mode, reason = found
+    if cuda_build is None:  # the CPU wheel: torch's CUDA key is free, so cuda is emulated
+        assert mode == "emulated", reason
+        return
+    # torch's real CUDA kernels own the key: the refusal says why and how to get the CPU wheel
+    assert mode == "unavailable" and "was built with CUDA, whose kernels would shadow the emulator" in reason
+    release = version.split("+")[0]
+    assert f"pip install torch=={release} --index-url https://download.pytorch.org/whl/cpu" in reason

@@ -6,7 +6,7 @@ import torch
 from torchplug.entrypoints import BackendSpec, SpecError
 
 GOOD = dict(name="xpu", device_type="xpu", dispatch_key="XPU", dtypes=frozenset({torch.float32, torch.bool, torch.uint8}),
-            torch_range=">=2.13,<2.14")
+            torch_range=">=2.13,<2.16")
 
 
 def test_valid_specs_pass():

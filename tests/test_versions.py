@@ -1,8 +1,17 @@
 """The loader's PEP 440 range check, against the cases the installed torch can present."""
 
-import pytest
+import tomllib
+from pathlib import Path
 
-from torchplug.entrypoints.versions import InvalidRange, check_range, version_in_range
+import pytest
+import torch
+
+import torchplug
+from torchplug.entrypoints import loaded_backend
+from torchplug.entrypoints.versions import (InvalidRange, check_range, declared_torch_range, lower_bound_first,
+                                            version_in_range)
+
+DEVICES = Path(__file__).resolve().parents[1] / "devices"
 
 
 @pytest.mark.parametrize("version, specifier, expected", [
@@ -31,3 +40,25 @@ def test_version_in_range(version, specifier, expected):
 def test_malformed_ranges_are_rejected(specifier):
     with pytest.raises(InvalidRange):
         check_range(specifier)
+
+
+@pytest.mark.parametrize("name", ["cpu", "cuda", "mps", "rocm", "xpu"])
+def test_each_plugin_declares_its_torch_range_once_in_its_pyproject(name):
+    dependencies = tomllib.loads((DEVICES / name / "pyproject.toml").read_text())["project"]["dependencies"]
+    (declared,) = [d.removeprefix("torch") for d in dependencies if d.startswith("torch") and d[5] in "<>=!~"]
+    # what pip enforced at install is what the loader and the BackendSpec check
+    assert declared_torch_range(f"torchplug-{name}") == declared
+    assert loaded_backend(name).spec.torch_range == declared
+    assert version_in_range(torch.__version__, declared)
+    assert version_in_range(torch.__version__, torchplug.TORCH_RANGE)
+
+
+def test_a_distribution_without_a_torch_range_is_named():
+    with pytest.raises(InvalidRange, match="torchplug declares no torch range; add torch>=X,<Y"):
+        declared_torch_range("torchplug")  # the core leaves torch out of its dependencies on purpose
+    with pytest.raises(InvalidRange, match="torchplug-nosuch is not installed"):
+        declared_torch_range("torchplug-nosuch")
+
+
+def test_metadata_order_is_read_lower_bound_first():
+    assert lower_bound_first("<2.16,!=2.12.*,>=2.11") == ">=2.11,!=2.12.*,<2.16"

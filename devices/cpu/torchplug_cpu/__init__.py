@@ -5,14 +5,15 @@ import dataclasses
 import torch
 
 from torchplug import warn
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range
 
 BUILD_HINT = "build them once with: torchplug build cpu"
 
 
 class CpuBackend(Backend):
     spec = BackendSpec(
-        name="cpu", device_type="cpu", dispatch_key="CPU", dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14"
+        name="cpu", device_type="cpu", dispatch_key="CPU", dtypes=STANDARD_DTYPES,
+        torch_range=declared_torch_range("torchplug-cpu"),
     )
 
     def __init__(self) -> None:

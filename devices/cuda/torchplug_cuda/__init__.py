@@ -8,16 +8,15 @@ host target when emulated); and its expected conformance failures, conformance.t
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+from torchplug.entrypoints import (STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range,
+                                   torch_build_lacks)
 from torchplug.kernels import CUDA, TritonKernels
-
-# Tested on torch 2.13 (CPU wheel, emulated) and 2.11 (CUDA 13 build, as on the GPU machines); 2.12 is untested.
-TORCH_RANGE = ">=2.11,!=2.12.*,<2.14"
 
 
 class CudaBackend(Backend):
     spec = BackendSpec(
-        name="cuda", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES, torch_range=TORCH_RANGE
+        name="cuda", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES,
+        torch_range=declared_torch_range("torchplug-cuda"),
     )
     kernels = TritonKernels("torchplug_cuda", CUDA)  # torchplug.kernels' Triton source, CUDA launch config
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range, torch_build_lacks
 
 from .kernels import MetalKernels
 
@@ -12,7 +12,8 @@ MPS_DTYPES = STANDARD_DTYPES - {torch.float64, torch.complex128}
 
 class MpsBackend(Backend):
     spec = BackendSpec(
-        name="mps", device_type="mps", dispatch_key="MPS", dtypes=MPS_DTYPES, torch_range=">=2.13,<2.14"
+        name="mps", device_type="mps", dispatch_key="MPS", dtypes=MPS_DTYPES,
+        torch_range=declared_torch_range("torchplug-mps"),
     )
     kernels = MetalKernels("torchplug_mps")  # metal/*.metal, compiled with torch.mps.compile_shader
 

@@ -2,13 +2,14 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range, torch_build_lacks
 from torchplug.kernels import ROCM, TritonKernels
 
 
 class RocmBackend(Backend):
     spec = BackendSpec(
-        name="rocm", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES, torch_range=">=2.13,<2.14"
+        name="rocm", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES,
+        torch_range=declared_torch_range("torchplug-rocm"),
     )
     kernels = TritonKernels("torchplug_rocm", ROCM)  # torchplug.kernels' Triton source, ROCM launch config
 

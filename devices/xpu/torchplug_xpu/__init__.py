@@ -2,16 +2,15 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, torch_build_lacks
+from torchplug.entrypoints import (STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range,
+                                   torch_build_lacks)
 from torchplug.kernels import XPU, TritonKernels
-
-# Tested on torch 2.13 and 2.11, emulated (no Intel GPU was at hand); 2.12 is untested.
-TORCH_RANGE = ">=2.11,!=2.12.*,<2.14"
 
 
 class XpuBackend(Backend):
     spec = BackendSpec(
-        name="xpu", device_type="xpu", dispatch_key="XPU", dtypes=STANDARD_DTYPES, torch_range=TORCH_RANGE
+        name="xpu", device_type="xpu", dispatch_key="XPU", dtypes=STANDARD_DTYPES,
+        torch_range=declared_torch_range("torchplug-xpu"),
     )
     kernels = TritonKernels("torchplug_xpu", XPU)  # torchplug.kernels' Triton source, XPU launch config
 

@@ -4,7 +4,7 @@ import importlib.util
 
 import torch
 
-from torchplug.entrypoints import Backend, BackendSpec
+from torchplug.entrypoints import Backend, BackendSpec, declared_torch_range
 
 # Two dtypes are listed for torch's own sake. float64: torch's tensor printer converts to it on every
 # device it does not know (it makes exceptions only for MPS, XPUs without fp64 and MAIA), so without
@@ -16,7 +16,8 @@ NPU_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloa
 
 class NpuBackend(Backend):
     spec = BackendSpec(
-        name="npu", device_type="npu", dispatch_key="PrivateUse1", dtypes=NPU_DTYPES, torch_range=">=2.13,<2.14"
+        name="npu", device_type="npu", dispatch_key="PrivateUse1", dtypes=NPU_DTYPES,
+        torch_range=declared_torch_range("torchplug-example"),  # the torch range in its pyproject.toml
     )
 
     def native_unavailable_reason(self) -> str | None:
