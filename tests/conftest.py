@@ -77,7 +77,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__ in COMPAT_MODULES:
             item.add_marker(pytest.mark.compat)
-        if cuda_build and item.name in EMULATE_CUDA_TESTS:
+        emulates_cuda = item.name in EMULATE_CUDA_TESTS or (
+            hasattr(item, "callspec") and item.callspec.params.get("emulate") in ("cuda", "rocm"))
+        if cuda_build and emulates_cuda:
             item.add_marker(pytest.mark.skip(reason=f"torch {torch.__version__} is a CUDA build: emulating 'cuda' "
                                                     "needs the CPU wheel"))
     if config.getoption("--runslow"):
