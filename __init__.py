@@ -41,10 +41,6 @@ def warn(message: str, category: type[Warning] = TorchplugWarning) -> None:
                            registry=frame.f_globals.setdefault("__warningregistry__", {}))
 
 
-# Import torch before any torchplug submodule starts: if torchplug is imported first, torch's
-# autoload then runs the plugin loader while no torchplug module is half-initialised.
-import torch  # noqa: E402,F401
-
 _SUBMODULES = ("codegen", "conformance", "dispatcher", "emulation", "entrypoints", "extension", "ops")
 _ENTRYPOINT_EXPORTS = ("Backend", "BackendSpec", "PluginError", "backend")
 
@@ -59,3 +55,10 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_SUBMODULES, *_ENTRYPOINT_EXPORTS])
+
+
+# Import torch before any torchplug submodule starts: if torchplug is imported first, torch's autoload
+# then runs the plugin loader while no torchplug submodule is half-initialised. It comes last, after
+# __getattr__, because that autoload imports plugins that write `from torchplug import Backend` while
+# this module is still initialising; the lazy names must already resolve then.
+import torch  # noqa: E402,F401

@@ -24,7 +24,7 @@ class BuildPyThenExtensions(build_py):
         super().run()
         if os.environ.get("TORCHPLUG_BUILD_AT_INSTALL") != "1":
             return
-        code = f"import sys; from torchplug.entrypoints.cli import main; sys.exit(main(['build', *{TARGETS!r}]))"
+        code = f"import sys; from torchplug.cli import main; sys.exit(main(['build', *{TARGETS!r}]))"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [self.build_lib, os.environ.get("PYTHONPATH")]))}
         if subprocess.run([sys.executable, "-c", "import torch"], env=env, capture_output=True).returncode != 0:
             raise SystemExit("TORCHPLUG_BUILD_AT_INSTALL=1 needs torch importable while the wheel is built: install "

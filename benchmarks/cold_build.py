@@ -51,7 +51,7 @@ def importable(tree: Path, shim: Path) -> str:
 
 def build_all(pythonpath: str, cache: Path) -> tuple[float, float, dict[str, float]]:
     """(CPU seconds of the child and its compilers, wall seconds, wall seconds per extension) of one cold build."""
-    code = "import sys; from torchplug.entrypoints.cli import main; sys.exit(main(['build', '--all', '--json']))"
+    code = "import sys; from torchplug.cli import main; sys.exit(main(['build', '--all', '--json']))"
     env = clean_env(PYTHONPATH=pythonpath, TORCHPLUG_CACHE=str(cache))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()

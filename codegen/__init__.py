@@ -5,7 +5,7 @@ shared host target (Inductor's C++ kernels on host memory) for emulated ones. Ta
 autoload and installed on Inductor's first compile, never inside ``import torch``.
 """
 
-from .target import CodegenTarget
+from ..entrypoints.compile_target import CodegenTarget
 
 __all__ = ["CodegenTarget", "arm"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .target import CodegenTarget
+from ..entrypoints.compile_target import CodegenTarget
 
 VERSION = 1
 MODE_VARIABLE = "TORCHPLUG_EMULATE_INDUCTOR"

@@ -13,7 +13,7 @@ from textwrap import dedent
 from typing import Any
 
 from .. import TorchplugWarning
-from .target import CodegenTarget
+from ..entrypoints.compile_target import CodegenTarget
 
 VERSION = 1  # bump when the generated code changes: it joins Inductor's cache key
 _lock = threading.Lock()

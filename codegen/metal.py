@@ -11,7 +11,7 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from .target import CodegenTarget
+from ..entrypoints.compile_target import CodegenTarget
 
 VERSION = 1
 _lock = threading.Lock()

@@ -2,7 +2,7 @@
 
 from collections.abc import Hashable
 
-from .target import CodegenTarget
+from ..entrypoints.compile_target import CodegenTarget
 
 # What torch itself generates for each of its device types.
 TORCH_TARGETS = {"cuda": "torch triton", "xpu": "torch triton", "mps": "torch metal", "cpu": "torch cpp"}

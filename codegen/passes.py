@@ -9,7 +9,7 @@ from collections.abc import Hashable
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
-from .target import CodegenTarget
+from ..entrypoints.compile_target import CodegenTarget
 
 
 class TargetPass(CustomGraphModulePass):

@@ -2,7 +2,7 @@
 
 import threading
 
-from .target import CodegenTarget
+from ..entrypoints.compile_target import CodegenTarget
 
 _lock = threading.Lock()
 _targets: dict[str, CodegenTarget | None] = {}  # by backend name: one target per process

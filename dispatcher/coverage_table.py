@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..entrypoints import backend as usable_backend
-from ..entrypoints.table import format_table
+from ..table import format_table
 from .registry import ready_backend, registrations
 from .routes import ROUTES, route
 

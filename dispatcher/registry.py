@@ -8,6 +8,7 @@ highest-priority registered kernel, and every other dtype keeps the kernel torch
 
 import difflib
 import inspect
+import itertools
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ class Registration:
 _lock = threading.RLock()
 _registrations: dict[tuple[str, str], list[Registration]] = {}
 _kernel_library: torch.library.Library | None = None
+# Private op names are never reused: torch keeps a defined op after its registration is withdrawn.
+_kernel_numbers = itertools.count()
 
 
 def ready_backend(name: str) -> Backend:
@@ -116,8 +119,7 @@ def _define_python_kernel(op: str, schema: torch._C.FunctionSchema, backend: str
     global _kernel_library
     if _kernel_library is None:
         _kernel_library = torch.library.Library("torchplug_kernels", "FRAGMENT")
-    count = sum(len(regs) for regs in _registrations.values())
-    name = f"{backend}__{op.replace('::', '__').replace('.', '__')}__{count}"
+    name = f"{backend}__{op.replace('::', '__').replace('.', '__')}__{next(_kernel_numbers)}"
     signature = str(schema)
     _kernel_library.define(name + signature[signature.index("("):])
     _kernel_library.impl(name, kernel, "CompositeExplicitAutograd")

@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ..entrypoints import records
-from ..entrypoints.table import format_table
+from ..table import format_table
 from .registry import qualified_name, winner
 from .routes import route
 

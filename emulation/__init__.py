@@ -2,39 +2,26 @@
 any machine, several at once, backed by host memory and the CPU kernels.
 
 Opt-in through TORCHPLUG_EMULATE=xpu,mps,cuda (backend names); see docs/emulation.md and
-config.py for the other variables. This package is imported inside ``import torch`` only when
-TORCHPLUG_EMULATE is set, and even then only its light modules: the C++ runtime (csrc/) is
-compiled and loaded on first device use.
+config.py for the other variables. The emulation extension (extension.py) is imported inside every
+``import torch``; without TORCHPLUG_EMULATE nothing else of this package is, and even with it only
+the light modules are: the C++ runtime (csrc/) is compiled and loaded on first device use. Names
+therefore load on first access.
 """
 
+from importlib import import_module
 from typing import Any
 
-from .attach import Attachment, attach, attached, status_for
-from .config import EmulationConfig, EmulationConfigError, current as config
-
-__all__ = [
-    "Attachment", "EmulationConfig", "EmulationConfigError", "EmulationNotice", "attach", "attached", "config",
-    "device_module", "ensure", "status_for",
-]
-
-
-def ensure() -> Any:
-    """Load (building on first use) and configure the runtime; returns its extension module."""
-    from .runtime import ensure as _ensure
-
-    return _ensure()
-
-
-def device_module(device_type: str) -> Any:
-    """The emulated device module serving `device_type` (e.g. 'xpu'), or None."""
-    from .hooks import device_module as _device_module
-
-    return _device_module(device_type)
+_EXPORTS = {
+    "attach": ("Attachment", "attached", "status_for"),
+    "config": ("EmulationConfig", "EmulationConfigError"),
+    "hooks": ("device_module",),
+    "runtime": ("EmulationNotice", "ensure"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "EmulationNotice":
-        from .runtime import EmulationNotice
-
-        return EmulationNotice
+    if name in _MODULE_OF:
+        return getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

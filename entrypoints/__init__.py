@@ -1,14 +1,20 @@
-"""Plugin discovery, safe autoload, compatibility checks, the load report and the CLI."""
+"""The plugin contract (Backend, BackendSpec, CodegenTarget, the extension points) and the plugin
+loader: discovery, safe autoload, compatibility checks and the load report.
+
+The bottom layer of torchplug: it imports no other torchplug package (tests/test_layers.py).
+"""
 
 from .. import TorchplugWarning
-from .backend import Backend, DeviceStatus, torch_build_lacks
+from .backend import Backend, torch_build_lacks
+from .compile_target import CodegenTarget
+from .device_status import DeviceStatus, Mode
+from .extensions import BackendExtension
 from .loader import PluginError, PluginRecord, autoload, backend, discover, load, loaded, loaded_backend, records
 from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 from .versions import declared_torch_range
 
 __all__ = [
-    "STANDARD_DTYPES", "Backend", "BackendSpec", "DeviceStatus", "PluginError", "PluginRecord", "SpecError",
-    "TorchplugWarning", "autoload", "declared_torch_range", "torch_build_lacks", "backend", "discover", "load",
-    "loaded", "loaded_backend",
-    "records",
+    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceStatus", "Mode", "PluginError",
+    "PluginRecord", "SpecError", "TorchplugWarning", "autoload", "backend", "declared_torch_range", "discover",
+    "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
 ]

@@ -1,28 +1,24 @@
 """Backend: the small class each device plugin subclasses."""
 
-import os
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+import contextlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import ClassVar
 
 import torch
 
-from ..codegen import CodegenTarget
-from .spec import STANDARD_DTYPES, BackendSpec
-
-Mode = Literal["native", "emulated", "unavailable"]
-
-
-@dataclass(frozen=True)
-class DeviceStatus:
-    mode: Mode
-    reason: str = ""  # why the device is unavailable, or how it is provided
+from .compile_target import CodegenTarget
+from .device_status import DeviceStatus, Mode  # noqa: F401 -- Mode and DeviceStatus were defined here first
+from .extensions import extensions
+from .spec import BackendSpec
 
 
 class Backend:
     """One device backend. Subclasses set `spec` and implement `native_unavailable_reason`.
 
     Construction and `setup()` run inside ``import torch``: they must stay cheap. Availability is
-    probed lazily, on first use, and never raises.
+    probed lazily, on first use, and never raises. torchplug's runtime parts (emulation,
+    collectives, compile targets) act on a backend through the extension hooks (extensions.py).
     """
 
     spec: ClassVar[BackendSpec]
@@ -37,39 +33,16 @@ class Backend:
     def setup(self) -> None:
         """Light registration work done at autoload. Heavy work waits for first use.
 
-        Subclasses that override it call ``super().setup()``, which attaches the emulated runtime.
+        Subclasses that override it call ``super().setup()``, which runs the extensions' setup:
+        the emulated runtime attaches (when TORCHPLUG_EMULATE lists it), then collectives and the
+        compile target are armed.
         """
-        self._setup_emulation()
-        from ..codegen import arm
-
-        arm(self)
-
-    def _setup_emulation(self) -> None:
-        # Opt-in only: a backend not listed in TORCHPLUG_EMULATE is not emulated (and without the
-        # variable the emulation package is not even imported); if its device's runtime is absent
-        # from this torch, torch's error for it only gains a hint (hint.py).
-        if os.environ.get("TORCHPLUG_EMULATE"):
-            from ..emulation import attach
-            from ..emulation.config import requested_names
-
-            attachment = attach(self, STANDARD_DTYPES - self.spec.dtypes)
-            if attachment is not None:  # torch.distributed's usual backend names work on it too
-                from ..distributed import serve
-
-                serve(attachment.device_type, attachment.dispatch_key)
-            if self.spec.name in requested_names():
-                return
-        from .hint import hint_emulation
-
-        hint_emulation(self.spec.device_type, self.spec.name)
+        for extension in extensions():
+            extension.setup(self)
 
     def status(self) -> DeviceStatus:
-        if self._status is None and os.environ.get("TORCHPLUG_EMULATE"):
-            from ..emulation import status_for
-
-            emulated = status_for(self)  # emulated, or why the requested emulation is not possible
-            if emulated is not None:
-                self._status = DeviceStatus(*emulated)
+        if self._status is None:
+            self._status = next(filter(None, (extension.status(self) for extension in extensions())), None)
         if self._status is None:
             try:
                 reason = self.native_unavailable_reason()
@@ -81,12 +54,27 @@ class Backend:
     def codegen(self) -> CodegenTarget | None:
         """This backend's torch.compile target, or None when it has none (compile is unsupported).
 
-        By default torch's own target when the device runs natively, torchplug's host target when
-        it is emulated; a backend with its own Inductor codegen overrides this.
+        By default the one torchplug's codegen extension chooses: torch's own when the device runs
+        natively, torchplug's host target when it is emulated. A backend with its own Inductor
+        codegen overrides this.
         """
-        from ..codegen.select import target_for
+        return next(filter(None, (extension.codegen(self) for extension in extensions())), None)
 
-        return target_for(self)
+    def cpp_extensions(self) -> list[tuple[str, Callable[[], ModuleType]]]:
+        """The C++ extensions this backend compiles on first use, in build order, as (name, build-or-load).
+
+        `torchplug build NAME` builds them ahead of time (in a container image, before timing).
+        """
+        return []
+
+    def reference_context(self) -> contextlib.AbstractContextManager:
+        """Where the conformance suite computes its CPU reference: a backend that replaces torch's CPU
+        kernels withdraws them here, so it is not held to itself."""
+        return contextlib.nullcontext()
+
+    def kernel_summary(self) -> str | None:
+        """One line on the backend's own kernels for reports (e.g. the instruction set they run), or None."""
+        return None
 
     def is_available(self) -> bool:
         return self.status().mode != "unavailable"

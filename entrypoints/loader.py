@@ -23,6 +23,7 @@ import torch
 
 from .. import TORCH_RANGE, warn
 from .. import __version__ as torchplug_version
+from . import extensions
 from .backend import Backend
 from .versions import REQUIREMENT, InvalidRange, install_torch_command, lower_bound_first, version_in_range
 
@@ -149,21 +150,24 @@ def install_hint(name: str) -> str:
 
 
 def _plugin_entry_points() -> list[tuple[EntryPoint, PackageMetadata]]:
-    """The GROUP entry points with their distribution's metadata, parsed once per distribution.
+    """The GROUP entry points with their distribution's metadata, parsed once per distribution (and,
+    from the same scan, the extension points, which are handed to extensions.py).
 
     importlib.metadata.entry_points() parses every installed distribution's metadata, which costs
     3x more inside ``import torch``. As there, the first distribution of a name on sys.path wins.
     """
-    seen, points = set(), []
+    seen, points, extension_points = set(), [], []
     for dist in distributions():
         text = dist.read_text("entry_points.txt")
-        if not text or f"[{GROUP}]" not in text:
+        if not text or (f"[{GROUP}]" not in text and f"[{extensions.GROUP}]" not in text):
             continue
         metadata = dist.metadata  # re-parsed on every access: read it once
         key = re.sub(r"[-_.]+", "-", metadata["Name"]).lower()
         if key not in seen:
             seen.add(key)
             points.extend((ep, metadata) for ep in dist.entry_points if ep.group == GROUP)
+            extension_points.extend(ep for ep in dist.entry_points if ep.group == extensions.GROUP)
+    extensions.declare(extension_points)  # the same scan serves the runtime parts' extension points
     return sorted(points, key=lambda pair: pair[0].name)
 
 

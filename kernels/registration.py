@@ -21,7 +21,7 @@ from typing import ClassVar
 import torch
 
 from ..entrypoints import DeviceStatus
-from ..entrypoints.backend import Mode
+from ..entrypoints.device_status import Mode
 from .launch import LaunchConfig
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference

@@ -133,7 +133,7 @@ def run_python(code: str, *, path: Path | None = None, python: str = sys.executa
 
 
 def run_cli(*args: str, path: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    code = f"import sys; from torchplug.entrypoints.cli import main; sys.exit(main({list(args)!r}))"
+    code = f"import sys; from torchplug.cli import main; sys.exit(main({list(args)!r}))"
     return run_python(code, path=path, check=False, **env)
 
 

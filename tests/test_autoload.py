@@ -174,3 +174,45 @@ def test_doctor_fails_a_named_device_without_hardware_and_says_how_to_emulate_it
     assert result.returncode == 1
     assert "built without XPU; without the hardware, emulate it: TORCHPLUG_EMULATE=xpu" in result.stdout
     assert run_cli("doctor", "xpu", TORCHPLUG_EMULATE="xpu").returncode == 0
+
+
+_TOP_LEVEL_IMPORT = """
+    import os, torch
+    from torchplug import Backend, BackendSpec   # the names the README shows, from the package itself
+
+    class TopLevel(Backend):
+        spec = BackendSpec(name="toplevel", device_type="cpu", dispatch_key="CPU", torch_range=">=2.13,<2.16",
+                           dtypes=frozenset({torch.float32, torch.bool, torch.uint8}))
+
+        def native_unavailable_reason(self):
+            return None
+
+    backend = TopLevel()
+"""
+
+
+@pytest.mark.parametrize("command", [
+    ("list",), ("doctor", "toplevel"), ("coverage", "toplevel"), ("build", "dispatcher"),
+    ("check", "toplevel", "--op", "neg", "--dtype", "float32", "--mode", "eager", "--no-runtime-checks"),
+])
+def test_a_plugin_importing_backend_from_torchplug_loads_under_every_cli_command(tmp_path, command):
+    # The CLI imports torchplug before torch, so torch's autoload imports the plugin while
+    # torchplug/__init__.py is still running: its lazy names must resolve by then.
+    make_plugin(tmp_path, "toplevel", _TOP_LEVEL_IMPORT)
+    result = run_cli(*command, path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "partially initialized" not in result.stdout + result.stderr
+    if command == ("list",):
+        assert [p["status"] for p in cli_json("list", path=tmp_path)["plugins"] if p["name"] == "toplevel"] == ["loaded"]
+
+
+@pytest.mark.parametrize("first", ["import torch", "import torchplug", "import torchplug.entrypoints"])
+def test_a_plugin_importing_backend_from_torchplug_loads_whatever_is_imported_first(tmp_path, first):
+    make_plugin(tmp_path, "toplevel", _TOP_LEVEL_IMPORT)
+    out = run_python(f"""
+        {first}
+        import torch
+        from torchplug.entrypoints import records
+        print([(r.status, r.reason) for r in records() if r.name == "toplevel"])
+    """, path=tmp_path).stdout
+    assert out.strip() == "[('loaded', '')]"

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import clean_env, run_process
 from torchplug import extension
-from torchplug.entrypoints.build import about_to_build
+from torchplug.cli.build import about_to_build
 
 TORCHPLUG = Path(sys.executable).parent / "torchplug"  # the console script, as users run it
 

@@ -69,6 +69,26 @@ def test_highest_priority_wins_and_ties_warn_naming_both_plugins(tmp_path):
     assert "plugin_b and plugin_a both register aten::neg on cpu at priority 0; plugin_a wins" in result.stderr
 
 
+def test_a_kernel_registered_after_an_unregister_gets_a_fresh_private_op():
+    # Each Python kernel becomes a private op; numbering them by the live registrations reused a
+    # name after an unregister, and torch refused to define it twice.
+    out = run_python("""
+        import torch
+        from torchplug import dispatcher
+        x = torch.tensor([1.0])
+        first = dispatcher.register("aten::neg", "cpu", lambda x: x * 0 + 1)
+        second = dispatcher.register("aten::neg", "cpu", lambda x: x * 0 + 2, priority=1)
+        dispatcher.unregister(first)
+        third = dispatcher.register("aten::neg", "cpu", lambda x: x * 0 + 3, priority=2)
+        print(torch.neg(x).item())
+        dispatcher.unregister(third)
+        print(torch.neg(x).item())
+        dispatcher.unregister(second)
+        print(torch.neg(x).item())
+    """).stdout
+    assert out.split() == ["3.0", "2.0", "-1.0"]
+
+
 def test_registration_errors_name_op_backend_and_fix():
     out = run_python("""
         import torch

@@ -17,7 +17,7 @@ SESSION = CHECKS + '''
 import contextlib, io, warnings
 import torch, torch.nn.functional as F
 from torchplug import dispatcher
-from torchplug.entrypoints.cli import main
+from torchplug.cli import main
 warnings.simplefilter("ignore")
 
 # Coverage first, before any tensor exists on the device: the runtime must not need a head start.
@@ -99,7 +99,7 @@ def test_coverage_of_an_unavailable_device_reports_it_unavailable(session):
 
 
 def test_coverage_into_a_closed_pipe_is_quiet():
-    command = f"'{sys.executable}' -m torchplug.entrypoints.cli coverage cpu --ops | head -n 1"
+    command = f"'{sys.executable}' -m torchplug.cli coverage cpu --ops | head -n 1"
     result = subprocess.run(["sh", "-c", command], env=clean_env(), cwd="/", capture_output=True, text=True,
                             timeout=300)
     assert result.stdout.split() == ["OP", "ROUTE", "KERNEL", "DTYPES"]

@@ -177,7 +177,7 @@ def test_the_pytest_plugin_gives_a_one_line_usage_error(tmp_path):
 def test_check_reports_an_unknown_plugin_before_starting_the_suite():
     result = run_python("""
         import sys
-        from torchplug.entrypoints.cli import main
+        from torchplug.cli import main
         code = main(["check", "nosuchdevice"])
         print(code, "torchplug.conformance.runner" in sys.modules, "torch.testing._internal.opinfo.core" in sys.modules)
     """)

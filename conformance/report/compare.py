@@ -3,7 +3,7 @@
 from typing import Any
 
 from .console import mode_rows
-from ...entrypoints.table import format_table
+from ...table import format_table
 
 GOOD = ("pass", "xfail")
 BAD = ("fail", "crashed", "timeout")

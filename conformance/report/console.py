@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from ...entrypoints.table import format_table
+from ...table import format_table
 from .groups import failure_groups
 
 SHOWN_GROUPS = 12

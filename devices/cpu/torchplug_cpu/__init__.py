@@ -1,6 +1,9 @@
 """torchplug-cpu: the CPU backend, on torch's own CPU runtime, with torchplug's fp16 kernels."""
 
+import contextlib
 import dataclasses
+from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import torch
 
@@ -34,7 +37,7 @@ class CpuBackend(Backend):
         except Exception as err:  # e.g. a TORCHPLUG_CPU_ISA this CPU cannot run: the device still works
             self.kernel_problem = f"kernels not registered: {str(err).removeprefix('torchplug-cpu: ')}"
         if self.kernel_problem:
-            from torchplug.entrypoints.build import about_to_build  # argparse & co: only on this path
+            from torchplug.cli.build import about_to_build  # argparse & co: only on this path
 
             if not about_to_build():  # `torchplug build` / `doctor` is about to fix it
                 warn(f"torchplug-cpu: {self.kernel_problem}")
@@ -47,6 +50,30 @@ class CpuBackend(Backend):
         else:
             detail = self.kernel_problem or "torchplug kernels unloaded"
         return dataclasses.replace(super().status(), reason=detail)
+
+    def cpp_extensions(self) -> list[tuple[str, Callable[[], ModuleType]]]:
+        from . import kernels
+
+        return [("torchplug_cpu_ext", kernels.extension)]
+
+    @contextlib.contextmanager
+    def reference_context(self) -> Iterator[None]:
+        """torch's own CPU kernels: this backend's registrations are withdrawn while the block runs."""
+        from . import kernels
+
+        active = kernels.loaded()
+        if active:
+            kernels.unload()
+        try:
+            yield
+        finally:
+            if active:
+                kernels.load(build=False)
+
+    def kernel_summary(self) -> str | None:
+        from . import kernels
+
+        return f"torchplug-cpu {kernels.current_isa()}" if kernels.loaded() else None
 
     def smoke_test(self) -> str:
         """Build and register the kernels if needed, then check an fp16 product against float64."""

@@ -6,7 +6,7 @@ memory) the CPU kernels emulation serves stay, and `torchplug list` says so.
 
 from collections.abc import Callable
 
-from torchplug.entrypoints.backend import Mode
+from torchplug.entrypoints import Mode
 from torchplug.kernels import BackendKernels
 
 

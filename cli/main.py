@@ -1,5 +1,5 @@
 """The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op
-routes, `check` runs the conformance suite, `build` compiles the C++ extensions (entrypoints/build.py)."""
+routes, `check` runs the conformance suite, `build` compiles the C++ extensions (cli/build.py)."""
 
 import argparse
 import difflib
@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .table import format_table
+from ..table import format_table
 
 ENV_VARS = ("TORCH_DEVICE_BACKEND_AUTOLOAD",)  # shown with every TORCHPLUG_* variable that is set
 
@@ -35,7 +35,7 @@ def plugin_rows() -> list[Row]:
     import torch  # noqa: F401  -- importing torch runs the autoload being reported on
 
     from ..distributed import collective_backend
-    from .loader import records
+    from ..entrypoints import records
 
     rows = []
     for record in records():
@@ -92,7 +92,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _doctor_check(row: Row) -> tuple[str, str]:
     """PASS/FAIL/SKIP and the detail for one plugin."""
-    from .loader import backend
+    from ..entrypoints import backend
 
     if row.status in ("failed", "incompatible", "pending"):
         return "FAIL", f"plugin {row.status}: {row.reason}" + (f"; fix: {row.fix}" if row.fix else "")
@@ -123,7 +123,7 @@ def _doctor_check(row: Row) -> tuple[str, str]:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check every plugin, or the named ones; exit 1 if any asked-for device fails."""
-    from .loader import PluginError, backend
+    from ..entrypoints import PluginError, backend
 
     rows = {row.name: row for row in plugin_rows()}
     asked = args.devices or list(rows)
@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_check(commands)
     args = parser.parse_args(argv)
-    from .loader import PluginError
+    from ..entrypoints import PluginError
 
     # The user's "line" is the command they typed: warnings name their category, not torchplug's source.
     warnings.formatwarning = lambda message, category, *_, **__: f"{category.__name__}: {message}\n"
@@ -241,6 +241,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail
         return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

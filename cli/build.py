@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from .table import format_table
+from ..table import format_table
 
 
 def _dispatcher() -> ModuleType:
@@ -33,23 +33,24 @@ def _distributed() -> ModuleType:
     return build.load()
 
 
-def _cpu() -> ModuleType:
-    try:
-        from torchplug_cpu import kernels
-    except ImportError as err:
-        raise SystemExit("torchplug build cpu: torchplug-cpu is not installed; from a torchplug checkout: "
-                         "pip install ./devices/cpu") from err
-    return kernels.extension()
-
-
-# target -> the extensions it needs, in build order: (extension name, build-or-load function)
-TARGETS: dict[str, list[tuple[str, Callable[[], ModuleType]]]] = {
-    "dispatcher": [("torchplug_dispatch", _dispatcher)],
-    "emulation": [("torchplug_emulation", _emulation)],
-    "distributed": [("torchplug_distributed", _distributed)],
-    # the CPU kernels register through the dispatcher's C++ half, so they need it too
-    "cpu": [("torchplug_dispatch", _dispatcher), ("torchplug_cpu_ext", _cpu)],
+# the core's targets, in build order: target -> (extension name, build-or-load function)
+CORE_TARGETS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
+    "dispatcher": ("torchplug_dispatch", _dispatcher),
+    "emulation": ("torchplug_emulation", _emulation),
+    "distributed": ("torchplug_distributed", _distributed),
 }
+
+
+def _targets() -> dict[str, list[tuple[str, Callable[[], ModuleType]]]]:
+    """Every target: the core's, then each loaded backend that compiles C++ (`Backend.cpp_extensions`).
+    A backend's kernels register through the dispatcher's C++ half, so its target builds that first."""
+    from ..entrypoints import loaded, loaded_backend
+
+    targets = {name: [extension] for name, extension in CORE_TARGETS.items()}
+    for name in loaded():
+        if own := loaded_backend(name).cpp_extensions():
+            targets.setdefault(name, [CORE_TARGETS["dispatcher"], *own])
+    return targets
 
 
 def about_to_build(argv: Sequence[str] = sys.argv) -> bool:
@@ -64,15 +65,20 @@ def about_to_build(argv: Sequence[str] = sys.argv) -> bool:
 def cmd_build(args: argparse.Namespace) -> int:
     from .. import extension
 
-    unknown = [target for target in args.targets if target not in TARGETS]
+    from ..entrypoints import discover, loaded_backend
+
+    targets = _targets()
+    unknown = [target for target in args.targets if target not in targets]
     if unknown:
-        print(f"torchplug build: unknown target {unknown[0]!r}; choose from {', '.join(TARGETS)} or --all",
-              file=sys.stderr)
+        if unknown[0] in discover():
+            loaded_backend(unknown[0])  # an installed plugin that did not load: PluginError, with the fix
+        print(f"torchplug build: unknown target {unknown[0]!r}; choose from {', '.join(targets)} or --all "
+              "(a backend's target exists when its plugin is installed and loaded: torchplug list)", file=sys.stderr)
         return 2
-    targets = list(TARGETS) if args.all or not args.targets else args.targets
+    chosen = list(targets) if args.all or not args.targets else args.targets
     results, done = [], set()
-    for target in targets:
-        for name, build in TARGETS[target]:
+    for target in chosen:
+        for name, build in targets[target]:
             if name in done:
                 continue
             done.add(name)
@@ -95,7 +101,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "build", help="compile torchplug's C++ extensions now (they otherwise build on first use)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     build.add_argument("targets", nargs="*", metavar="TARGET",
-                       help=f"what to build: {', '.join(TARGETS)} (default, or --all: every one)")
+                       help=f"what to build: {', '.join(CORE_TARGETS)}, or an installed backend that compiles C++ "
+                            "(cpu) (default, or --all: every one)")
     build.add_argument("--all", action="store_true", help="build every target (the default)")
     build.add_argument("--json", action="store_true", help="machine-readable results")
     build.set_defaults(run=cmd_build)

@@ -1,0 +1,23 @@
+"""The codegen extension: each backend's torch.compile target, armed at autoload and chosen by mode.
+
+Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached.
+"""
+
+from typing import Any
+
+from ..entrypoints import CodegenTarget
+from ..entrypoints.extensions import BackendExtension
+
+
+class Compile(BackendExtension):
+    order = 30
+
+    def setup(self, backend: Any) -> None:
+        from .entry import arm
+
+        arm(backend)
+
+    def codegen(self, backend: Any) -> CodegenTarget | None:
+        from .select import target_for
+
+        return target_for(backend)

@@ -1,0 +1,60 @@
+"""Serving torch.distributed's backend names on emulated devices, and naming the backend of each device.
+
+Installed at autoload for each emulated device type (cheap: a few dictionary entries and one
+wrapped function in torch.distributed); the c10d kernels are registered when the first process
+group is created. Native devices are left alone: torch's NCCL, RCCL, XCCL and gloo serve them.
+See docs/distributed.md.
+"""
+
+import threading
+
+import torch
+import torch.distributed as dist
+
+from .backend import NAME
+
+_lock = threading.Lock()
+_served: dict[str, str] = {}  # emulated device type -> its dispatch key
+
+
+def emulated_types() -> dict[str, str]:
+    """The emulated device types whose collectives torchplug serves, with their dispatch keys."""
+    return dict(_served)
+
+
+def serve(device_type: str, dispatch_key: str) -> None:
+    """Make torch.distributed's usual backend names work on the emulated `device_type`."""
+    if not dist.is_available() or _has_native_backend(device_type):
+        return
+    from . import backend, groups
+
+    with _lock:
+        _served[device_type] = dispatch_key
+        dist.Backend.register_backend(NAME, backend.create, extended_api=True, devices=["cpu", *_served])
+        # register_backend leaves devices that already have a default alone; this one's default
+        # (nccl/xccl) does not exist in this torch build, so ours takes its place.
+        dist.Backend.default_device_backend_map[device_type] = NAME
+        groups.install(lambda: _served)
+
+
+def collective_backend(device_type: str, mode: str) -> str:
+    """The torch.distributed backend serving `device_type` here, for `torchplug list`."""
+    if mode == "unavailable":
+        return "-"
+    if device_type in _served:
+        return f"{NAME} (gloo on host memory)"
+    if not dist.is_available():
+        return "- (torch built without distributed)"
+    name = dist.Backend.default_device_backend_map.get(device_type, "-")
+    if device_type in ("cuda", "xpu") and not _has_native_backend(device_type):
+        return f"- (torch built without {name.upper()})"
+    return "nccl (RCCL)" if name == "nccl" and torch.version.hip else name
+
+
+def _has_native_backend(device_type: str) -> bool:
+    """Never shadow a real collective library: emulation only happens on builds without one."""
+    if device_type == "cuda":
+        return dist.is_nccl_available()
+    if device_type == "xpu":
+        return dist.is_xccl_available()
+    return False

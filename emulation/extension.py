@@ -1,0 +1,35 @@
+"""The emulation extension: attaches the emulated runtime to the backends TORCHPLUG_EMULATE lists.
+
+Declared in torchplug's ``torchplug.extensions`` entry points. Without the variable it only adds
+the "torchplug can emulate this device" hint to torch's error, and imports nothing else.
+"""
+
+import os
+from typing import Any
+
+from ..entrypoints import STANDARD_DTYPES, DeviceStatus
+from ..entrypoints.extensions import BackendExtension
+
+
+class Emulation(BackendExtension):
+    order = 10  # first: collectives and compile targets ask whether the device is emulated
+
+    def setup(self, backend: Any) -> None:
+        if os.environ.get("TORCHPLUG_EMULATE"):
+            from .attach import attach
+            from .config import requested_names
+
+            attach(backend, STANDARD_DTYPES - backend.spec.dtypes)
+            if backend.spec.name in requested_names():
+                return
+        from .hint import hint_emulation
+
+        hint_emulation(backend.spec.device_type, backend.spec.name)
+
+    def status(self, backend: Any) -> DeviceStatus | None:
+        if not os.environ.get("TORCHPLUG_EMULATE"):
+            return None
+        from .attach import status_for
+
+        found = status_for(backend)  # emulated, or why the requested emulation is not possible
+        return None if found is None else DeviceStatus(*found)
