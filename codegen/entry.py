@@ -38,7 +38,7 @@ def arm(backend: Any) -> None:
     if emulated:
         from .fidelity import interpret_if_requested
 
-        interpret_if_requested(backend.spec.name)
+        interpret_if_requested(backend)
     if hook_streams:
         from .patches import patch_dynamo_streams
 

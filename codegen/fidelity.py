@@ -16,18 +16,18 @@ from typing import Any
 
 import torch
 
+from ..entrypoints import TritonArch
 from ..entrypoints.compile_target import CodegenTarget
 
 VERSION = 1
 MODE_VARIABLE = "TORCHPLUG_EMULATE_INDUCTOR"
 _lock = threading.Lock()
-# What the stand-in driver claims per backend: (Triton backend, architecture, warp size).
-TARGETS = {"cuda": ("cuda", 80, 32), "rocm": ("hip", "gfx942", 64), "xpu": ("cuda", 80, 32)}
 
 
-def requested(backend_name: str) -> bool:
-    """TORCHPLUG_EMULATE_INDUCTOR=triton asks for this mode; it serves the GPU backends Triton targets."""
-    return os.environ.get(MODE_VARIABLE) == "triton" and backend_name in TARGETS
+def requested(backend: Any) -> TritonArch | None:
+    """What the stand-in driver claims for `backend` when TORCHPLUG_EMULATE_INDUCTOR=triton asks for
+    this mode and its profile names a Triton architecture (BackendSpec.profile.fidelity), else None."""
+    return backend.spec.profile.fidelity if os.environ.get(MODE_VARIABLE) == "triton" else None
 
 
 def requested_for_metal(device_type: str) -> bool:
@@ -35,7 +35,7 @@ def requested_for_metal(device_type: str) -> bool:
     return os.environ.get(MODE_VARIABLE) == "triton" and device_type == "mps"
 
 
-def interpret_if_requested(backend_name: str) -> None:
+def interpret_if_requested(backend: Any) -> None:
     """At autoload, for an emulated backend: turn Triton's interpreter on if this mode is asked for.
 
     Triton decides between interpreter and compiler when a kernel is defined, and Inductor's
@@ -43,15 +43,15 @@ def interpret_if_requested(backend_name: str) -> None:
     """
     from ..emulation import triton_interpreter
 
-    if requested(backend_name) and triton_interpreter.unavailable_reason() is None:
+    if requested(backend) and triton_interpreter.unavailable_reason() is None:
         triton_interpreter.enable()
 
 
 class TritonInterpreterTarget(CodegenTarget):
     name = "triton-interpreter (emulated; slow, for small tests)"
 
-    def __init__(self, backend_name: str, device_type: str) -> None:
-        self.backend_name, self.device_type = backend_name, device_type
+    def __init__(self, backend_name: str, device_type: str, arch: TritonArch) -> None:
+        self.backend_name, self.device_type, self.arch = backend_name, device_type, arch
         self._installed = False
 
     def unavailable_reason(self) -> str | None:
@@ -62,7 +62,7 @@ class TritonInterpreterTarget(CodegenTarget):
         return f"{MODE_VARIABLE}=triton needs Triton: {reason}" if reason else unsupported_reason()
 
     def uuid(self) -> Hashable:
-        return ("torchplug-triton-interpreter", VERSION, self.backend_name)
+        return ("torchplug-triton-interpreter", VERSION, self.backend_name, self.arch)
 
     def install(self) -> None:
         with _lock:
@@ -81,9 +81,10 @@ class TritonInterpreterTarget(CodegenTarget):
 
             triton_interpreter.enable()
             triton_interpreter.install_libdevice()
-            backend, arch, warp_size = TARGETS[self.backend_name]
+            arch = self.arch.arch
             module = device_module(self.device_type)
-            add_interpreted_device(self.device_type, _stand_in_driver(module, backend, arch, warp_size))
+            add_interpreted_device(self.device_type, _stand_in_driver(module, self.arch.backend, arch,
+                                                                      self.arch.warp_size))
             register_interface(module, triton_capable=True, capability=arch if isinstance(arch, int) else None)
             common.register_backend_for_device(
                 self.device_type, TritonScheduling, InterpretedWrapperCodegen, device_custom_pass=TargetPass(self)

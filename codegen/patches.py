@@ -1,5 +1,7 @@
-"""Every patch torchplug makes to Inductor's and Dynamo's internals, in one place, checked against the
-torch version (torchplug.TORCH_RANGE: 2.11, 2.13-2.15; docs/compatibility.md lists each internal).
+"""The host target's patches of Inductor's and Dynamo's device tables, checked against the torch
+version (torchplug.TORCH_RANGE: 2.11, 2.13-2.15). Other subsystems patch torch internals in their own
+modules (emulation/hooks.py, distributed/groups.py, codegen/entry.py, emulation/triton_interpreter.py,
+torchplug_cpu/inductor.py); docs/compatibility.md lists every internal touched, by subsystem.
 
 Inductor hard-codes which device types are GPUs and which get its C++ (host) codegen. A device
 served by the host target keeps its own type (tensors stay on 'xpu', 'mps', 'npu', ...) but

@@ -25,8 +25,8 @@ def _choose(backend) -> CodegenTarget | None:
     if mode == "emulated":
         from . import fidelity
 
-        if fidelity.requested(backend.spec.name):
-            return fidelity.TritonInterpreterTarget(backend.spec.name, device_type)
+        if arch := fidelity.requested(backend):
+            return fidelity.TritonInterpreterTarget(backend.spec.name, device_type, arch)
         if fidelity.requested_for_metal(device_type):
             from .metal import MetalCaptureTarget
 

@@ -5,9 +5,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 MODES = ("eager", "autograd", "out", "noncontiguous", "compile")
-STATUSES = ("pass", "fail", "xfail", "xpass", "skip", "crashed", "timeout", "unsupported-dtype", "unsupported")
-# What a case can end as before the manifest is applied (xfail/xpass come from the manifest).
-PROBLEMS = ("fail", "crashed", "timeout")
 
 
 @dataclass(frozen=True, order=True)

@@ -4,10 +4,9 @@ Names load on first access: backends register kernels inside ``import torch``, w
 pull in the rest.
 """
 
-from importlib import import_module
-from typing import Any
+from ..lazy import lazy_exports
 
-_EXPORTS = {
+__all__, _MODULE_OF, __getattr__ = lazy_exports(__name__, {
     "coverage_table": ("Coverage", "coverage"),
     "fallback": ("enable_fallback", "fallback_stats", "reset_fallback_stats", "set_fallback_policy"),
     "registry": ("Registration", "RegistrationError", "kernel", "register", "registrations", "resolve_schema",
@@ -15,15 +14,7 @@ _EXPORTS = {
     "routes": ("Route", "route"),
     "result_check": ("KernelResultError",),
     "tracing": ("Trace", "TraceEvent", "trace"),
-}
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULE_OF:
-        return getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})
 
 
 def __dir__() -> list[str]:

@@ -21,4 +21,4 @@ class Collectives(BackendExtension):
         if attachment is not None and attachment.backend == backend.spec.name:
             from . import serve
 
-            serve(attachment.device_type, attachment.dispatch_key)
+            serve(attachment.device_type, attachment.dispatch_key, backend.spec.profile.collectives)

@@ -13,7 +13,7 @@ emulated devices' work (host_route.settle), then forgets the group's peers (peer
 """
 
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from torch.distributed import ProcessGroup
 from torch.distributed import distributed_c10d as c10d
@@ -21,23 +21,23 @@ from torch.distributed import distributed_c10d as c10d
 from . import host_route, peers
 from .backend import NAME
 
-# The collective library each device type's own name stands for; torch lacks them where we emulate.
-NATIVE = {"cuda": "nccl", "xpu": "xccl"}
 
+def translate(backend: str, emulated: Collection[str], native: Mapping[str, str]) -> str:
+    """`backend` as given to init_process_group/new_group, with emulated devices' names replaced.
 
-def translate(backend: str, emulated: Collection[str]) -> str:
-    """`backend` as given to init_process_group/new_group, with emulated devices' names replaced."""
+    `native` maps an emulated device type to the name of the collective library torch would use
+    for it (its profile's `collectives`: "nccl", "xccl"), which this torch build lacks."""
     text = str(backend).lower()
     if ":" in text:
         pairs = [[part.strip() for part in pair.split(":", 1)] for pair in text.split(",")]
-        return ",".join(f"{d}:{NAME if d in emulated and b in (NATIVE.get(d), NAME) else b}" for d, b in pairs)
+        return ",".join(f"{d}:{NAME if d in emulated and b in (native.get(d), NAME) else b}" for d, b in pairs)
     if text == c10d.Backend.UNDEFINED:
         # torch would pick the accelerator's backend; an emulated cuda is no accelerator on a CPU
         # build (torch reports "cpu"), so any job here without a native accelerator gets ours.
         accelerator = _accelerator_type()
         devices = sorted(emulated) if emulated and (accelerator in emulated or accelerator == "cpu") else []
     else:
-        devices = sorted(d for d in emulated if NATIVE.get(d) == text or text == NAME)
+        devices = sorted(d for d in emulated if native.get(d) == text or text == NAME)
     return ",".join(f"{d}:{NAME}" for d in ["cpu", *devices]) if devices else text
 
 
@@ -47,8 +47,10 @@ def _accelerator_type() -> str:
     return torch._C._get_accelerator().type
 
 
-def install(emulated: Callable[[], dict[str, str]]) -> None:
-    """Wrap torch.distributed's group creation and destruction. Idempotent."""
+def install(emulated: Callable[[], dict[str, str]], native: Mapping[str, str]) -> None:
+    """Wrap torch.distributed's group creation and destruction. Idempotent.
+
+    `emulated()` maps each emulated device type to its dispatch key; `native` as in translate()."""
     if getattr(c10d._new_process_group_helper, "__torchplug__", False):
         return
     create, destroy = c10d._new_process_group_helper, c10d.destroy_process_group
@@ -57,7 +59,7 @@ def install(emulated: Callable[[], dict[str, str]]) -> None:
     def new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
         for device_type, dispatch_key in emulated().items():
             host_route.install(device_type, dispatch_key)
-        translated = translate(backend, emulated())
+        translated = translate(backend, emulated(), native)
         group, store = create(group_size, group_rank, global_ranks_in_group, c10d.Backend(translated), *args, **kwargs)
         if translated != str(backend).lower() and isinstance(group, ProcessGroup):
             # torch sets a default backend only for single names or when NCCL is among them.

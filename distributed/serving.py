@@ -15,6 +15,7 @@ from .backend import NAME
 
 _lock = threading.Lock()
 _served: dict[str, str] = {}  # emulated device type -> its dispatch key
+_native: dict[str, str] = {}  # emulated device type -> the collective library torch would use natively
 
 
 def emulated_types() -> dict[str, str]:
@@ -22,19 +23,22 @@ def emulated_types() -> dict[str, str]:
     return dict(_served)
 
 
-def serve(device_type: str, dispatch_key: str) -> None:
-    """Make torch.distributed's usual backend names work on the emulated `device_type`."""
-    if not dist.is_available() or _has_native_backend(device_type):
+def serve(device_type: str, dispatch_key: str, native: str | None = None) -> None:
+    """Make torch.distributed's usual backend names work on the emulated `device_type`: torchplug's,
+    and `native`, the collective library torch uses for the device natively (its profile's)."""
+    if not dist.is_available() or _has_native_backend(native):
         return
     from . import backend, groups
 
     with _lock:
         _served[device_type] = dispatch_key
+        if native:
+            _native[device_type] = native
         dist.Backend.register_backend(NAME, backend.create, extended_api=True, devices=["cpu", *_served])
         # register_backend leaves devices that already have a default alone; this one's default
         # (nccl/xccl) does not exist in this torch build, so ours takes its place.
         dist.Backend.default_device_backend_map[device_type] = NAME
-        groups.install(lambda: _served)
+        groups.install(lambda: _served, _native)
 
 
 def collective_backend(device_type: str, mode: str) -> str:
@@ -46,15 +50,14 @@ def collective_backend(device_type: str, mode: str) -> str:
     if not dist.is_available():
         return "- (torch built without distributed)"
     name = dist.Backend.default_device_backend_map.get(device_type, "-")
-    if device_type in ("cuda", "xpu") and not _has_native_backend(device_type):
+    if name not in ("-", "gloo") and not _has_native_backend(name):
         return f"- (torch built without {name.upper()})"
     return "nccl (RCCL)" if name == "nccl" and torch.version.hip else name
 
 
-def _has_native_backend(device_type: str) -> bool:
+def _has_native_backend(name: str | None) -> bool:
     """Never shadow a real collective library: emulation only happens on builds without one."""
-    if device_type == "cuda":
-        return dist.is_nccl_available()
-    if device_type == "xpu":
-        return dist.is_xccl_available()
-    return False
+    if not name:
+        return False
+    available = getattr(dist, f"is_{name}_available", None)  # torch's own check, where it has one
+    return bool(available()) if available is not None else dist.is_backend_available(name)

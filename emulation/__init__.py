@@ -8,20 +8,10 @@ the light modules are: the C++ runtime (csrc/) is compiled and loaded on first d
 therefore load on first access.
 """
 
-from importlib import import_module
-from typing import Any
+from ..lazy import lazy_exports
 
-_EXPORTS = {
+__all__, _MODULE_OF, __getattr__ = lazy_exports(__name__, {
     "attach": ("Attachment", "attached", "status_for"),
     "config": ("EmulationConfig", "EmulationConfigError"),
-    "hooks": ("device_module",),
     "runtime": ("EmulationNotice", "ensure"),
-}
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULE_OF:
-        return getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

@@ -11,12 +11,10 @@ from dataclasses import dataclass
 import torch
 
 from .. import warn
+from ..entrypoints import DeviceProfile
+from ..entrypoints.spec import NATIVE_DISPATCH_KEYS
 from .config import EmulationConfigError, current, requested_names
 
-# Human names for device names and notices; a backend not listed here is named by itself.
-LABELS = {"cuda": "NVIDIA CUDA GPU", "rocm": "AMD ROCm GPU", "xpu": "Intel XPU", "mps": "Apple MPS GPU"}
-# Types torch itself knows; any other device type is a new name on the PrivateUse1 key.
-_BUILT_IN = {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS"}
 _SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
 
 
@@ -30,7 +28,11 @@ class Attachment:
     count: int
     capacities: tuple[int, ...]  # bytes per device, 0 = unlimited
     refused_dtypes: frozenset[torch.dtype]  # standard dtypes the backend does not declare
-    label: str
+    profile: DeviceProfile  # the backend's own: label, emulated shape, ...
+
+    @property
+    def label(self) -> str:
+        return self.profile.label or self.backend
 
     @property
     def device_name(self) -> str:
@@ -46,10 +48,6 @@ def attached() -> dict[str, Attachment]:
     return dict(_attached)
 
 
-def declined(name: str) -> str | None:
-    return _declined.get(name)
-
-
 def _build_has_runtime(device_type: str) -> str | None:
     """Why torch's own runtime for `device_type` rules emulation out, or None."""
     if device_type == "cuda" and (torch.version.cuda or torch.version.hip):
@@ -59,7 +57,7 @@ def _build_has_runtime(device_type: str) -> str | None:
         return f"torch {torch.__version__} was built with XPU, whose kernels would shadow the emulator"
     if device_type == "mps" and torch.backends.mps.is_built():
         return f"torch {torch.__version__} was built with MPS, whose kernels would shadow the emulator"
-    if device_type not in _BUILT_IN:
+    if device_type not in NATIVE_DISPATCH_KEYS:
         taken = torch._C._get_privateuse1_backend_name()
         if taken not in ("privateuseone", device_type):
             return f"torch's PrivateUse1 device slot is already taken by {taken!r}"
@@ -134,7 +132,7 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
             count=count,
             capacities=(config.capacity(name),) * count,
             refused_dtypes=frozenset(refused_dtypes),
-            label=LABELS.get(name, name),
+            profile=spec.profile,
         )
         from .hooks import install
 

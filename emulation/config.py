@@ -61,7 +61,7 @@ def parse_size(text: str, variable: str = "TORCHPLUG_EMULATE_MEMORY") -> int:
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
-def _per_backend(variable: str, value: str, parse) -> dict[str, int]:
+def _per_backend(value: str, parse) -> dict[str, int]:
     """'2' -> {'*': 2}; 'xpu=2,mps=1' -> {'xpu': 2, 'mps': 1} (a bare value sets the default)."""
     result: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in value.split(","))):
@@ -95,7 +95,7 @@ def _names(value: str) -> tuple[str, ...]:
 
 
 def _devices(environ: "os._Environ[str] | dict[str, str]") -> dict[str, int]:
-    devices = _per_backend("TORCHPLUG_EMULATE_DEVICES", environ.get("TORCHPLUG_EMULATE_DEVICES", ""), _count)
+    devices = _per_backend(environ.get("TORCHPLUG_EMULATE_DEVICES", ""), _count)
     local_ranks = environ.get("LOCAL_WORLD_SIZE", "").strip()
     if "*" not in devices and local_ranks.isdigit() and 1 <= int(local_ranks) <= MAX_DEVICES:
         # torchrun's ranks on this node: each gets its own device, so set_device(local_rank) works as on real hardware.
@@ -108,7 +108,7 @@ def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfi
     return EmulationConfig(
         names=_names(environ.get("TORCHPLUG_EMULATE", "")),
         devices=_devices(environ),
-        memory=_per_backend("TORCHPLUG_EMULATE_MEMORY", environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
+        memory=_per_backend(environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
         force=frozenset({"*"} if force in ("1", "true", "yes", "on", "all") else _names(force)),
     )
 

@@ -22,29 +22,6 @@ Device = int | str | torch.device | None
 
 
 @dataclass(frozen=True)
-class Profile:
-    """The shape of a plausible real device of one kind, which Inductor's GPU heuristics read."""
-
-    multi_processor_count: int  # SMs / compute units / Xe-cores / GPU cores
-    warp_size: int
-    gcnArchName: str  # noqa: N815 - torch's name; read by Inductor's cache key whenever torch.version.cuda is None
-    max_threads_per_multi_processor: int = 2048
-    max_threads_per_block: int = 1024
-    regs_per_multiprocessor: int = 65536
-
-
-# By backend name: an A100-like CUDA GPU, an MI300-like ROCm GPU (64-wide wavefronts), a Max-series
-# XPU, an M-series GPU. A backend not listed (a new PrivateUse1 device) gets the generic one.
-PROFILES = {
-    "cuda": Profile(multi_processor_count=108, warp_size=32, gcnArchName="sm_80"),
-    "rocm": Profile(multi_processor_count=304, warp_size=64, gcnArchName="gfx942"),
-    "xpu": Profile(multi_processor_count=64, warp_size=32, gcnArchName="pvc"),
-    "mps": Profile(multi_processor_count=10, warp_size=32, gcnArchName="apple-m1"),
-}
-GENERIC_PROFILE = Profile(multi_processor_count=32, warp_size=32, gcnArchName="generic")
-
-
-@dataclass(frozen=True)
 class EmulatedDeviceProperties:
     """What get_device_properties reports; there is no real hardware behind it."""
 
@@ -156,7 +133,7 @@ class DeviceModule:
     def get_device_properties(self, device: Device = None) -> EmulatedDeviceProperties:
         index = self._index(device)
         refused = self.attachment.refused_dtypes
-        profile = PROFILES.get(self.attachment.backend, GENERIC_PROFILE)
+        shape = self.attachment.profile.shape  # the backend's own (its BackendSpec.profile)
         return EmulatedDeviceProperties(
             name=self.get_device_name(index),
             type=self.type,
@@ -164,12 +141,12 @@ class DeviceModule:
             total_memory=self.attachment.capacities[index] or _host_memory(),
             has_fp64=torch.float64 not in refused,
             has_fp16=torch.float16 not in refused,
-            multi_processor_count=profile.multi_processor_count,
-            warp_size=profile.warp_size,
-            gcnArchName=profile.gcnArchName,
-            max_threads_per_multi_processor=profile.max_threads_per_multi_processor,
-            max_threads_per_block=profile.max_threads_per_block,
-            regs_per_multiprocessor=profile.regs_per_multiprocessor,
+            multi_processor_count=shape.compute_units,
+            warp_size=shape.warp_size,
+            gcnArchName=shape.arch,
+            max_threads_per_multi_processor=shape.max_threads_per_compute_unit,
+            max_threads_per_block=shape.max_threads_per_block,
+            regs_per_multiprocessor=shape.registers_per_compute_unit,
         )
 
     def get_device_capability(self, device: Device = None) -> tuple[int, int]:

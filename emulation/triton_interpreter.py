@@ -29,10 +29,6 @@ def requested() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("TORCHPLUG_EMULATE_INDUCTOR") == "triton"
 
 
-def active() -> bool:
-    return requested() and unavailable_reason() is None
-
-
 def enable() -> None:
     """Turn the interpreter on for this process (idempotent).
 

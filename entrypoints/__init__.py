@@ -9,12 +9,13 @@ from .backend import Backend, torch_build_lacks
 from .compile_target import CodegenTarget
 from .device_status import DeviceStatus, Mode
 from .extensions import BackendExtension
+from .profile import DeviceProfile, EmulatedShape, TritonArch
 from .loader import PluginError, PluginRecord, autoload, backend, discover, load, loaded, loaded_backend, records
 from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 from .versions import declared_torch_range
 
 __all__ = [
-    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceStatus", "Mode", "PluginError",
-    "PluginRecord", "SpecError", "TorchplugWarning", "autoload", "backend", "declared_torch_range", "discover",
+    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceProfile", "DeviceStatus", "EmulatedShape", "Mode",
+    "PluginError", "PluginRecord", "SpecError", "TritonArch", "TorchplugWarning", "autoload", "backend", "declared_torch_range", "discover",
     "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
 ]

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 import torch
 
 from .. import API_VERSION, warn
+from .profile import DeviceProfile
 from .versions import InvalidRange, check_range, version_in_range
 
-# torch's own device types keep their own dispatch keys; a new device name takes PrivateUse1.
+# torch's own device types keep their own dispatch keys; a new device name takes PrivateUse1. The one
+# device -> key map in torchplug's Python (the emulated runtime's C++ maps keys to device types).
 NATIVE_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "xpu": "XPU", "mps": "MPS"}
 PRIVATEUSE1 = "PrivateUse1"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -26,7 +28,11 @@ class BackendSpec:
     dispatch_key: str  # torch dispatch key its kernels register under
     dtypes: frozenset[torch.dtype]  # dtypes the device supports
     torch_range: str  # PEP 440 range of torch versions, e.g. ">=2.13,<2.14"
-    priority: int = 0  # breaks ties between backends serving one device type
+    profile: DeviceProfile = DeviceProfile()  # what the device is like: label, emulated shape, collectives, ...
+    # Deprecated, without effect: backends that share a device type never serve it together (a torch
+    # build has one runtime for it, and emulation takes one backend per type). Kept so that plugins that
+    # pass it still load; validate() warns.
+    priority: int = 0
     api_version: int = API_VERSION
 
     def validate(self, torch_version: str) -> None:
@@ -56,6 +62,10 @@ class BackendSpec:
             problems.append(f"torch_range: {err}")
         if problems:
             raise SpecError(f"invalid BackendSpec for {self.name!r}: " + "; ".join(problems))
+        if self.priority:
+            warn(f"torchplug: BackendSpec for {self.name!r} sets priority={self.priority}, which has no effect and "
+                 "will be removed (backends sharing a device type never serve it together); drop the argument",
+                 DeprecationWarning)
         if missing := [str(d) for d in TORCH_NEEDS if d not in self.dtypes]:
             warn(f"torchplug: BackendSpec for {self.name!r} lacks {' and '.join(missing)}, which torch itself uses "
                  "on every device (comparisons and print(tensor) make bool tensors; torch.save/torch.load move "

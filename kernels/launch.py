@@ -3,7 +3,8 @@
 The Triton source is the same for every backend; what differs is the hardware's unit of
 execution. NVIDIA runs warps of 32 threads, AMD wavefronts of 64 (a block narrower than a
 wavefront leaves lanes idle), and Intel GPUs sub-groups of 16 or 32 with up to 1024 work-items
-per work-group. Each backend registers the kernels with its own `LaunchConfig`.
+per work-group. Each GPU plugin declares its own `LaunchConfig` (BackendSpec.profile.launch) and
+registers the kernels with it.
 
 Importing this module does not import Triton: device plugins name their config at autoload.
 """
@@ -21,7 +22,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    name: str  # the backend it is for: "cuda", "rocm", "xpu"
+    name: str  # the backend it is for, e.g. "cuda"
     warp_size: int  # threads per warp / wavefront / sub-group
     max_warps: int  # warps per program (block): 1024 threads on all three
     vector_bytes: int = 16  # bytes one thread loads at a time: 128-bit accesses
@@ -102,12 +103,3 @@ def _backend_option_names() -> frozenset[str]:
 
     backend = make_backend(driver.active.get_current_target())
     return frozenset(vars(backend.parse_options({})))
-
-
-CUDA = LaunchConfig("cuda", warp_size=32, max_warps=16)
-# Wavefronts of 64: blocks are multiples of 64 lanes, and a 1024-thread block is 16 wavefronts.
-ROCM = LaunchConfig("rocm", warp_size=64, max_warps=16, elementwise_block=2048)
-# Intel's Triton backend defaults to sub-groups of 32 (its best for memory-bound kernels on
-# Xe/Xe2) and allows 32 of them per work-group.
-XPU = LaunchConfig("xpu", warp_size=32, max_warps=32,
-                   options=MappingProxyType({"warp_size": 32, "threads_per_warp": 32}))

@@ -2,9 +2,11 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import venv
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -171,3 +173,32 @@ def plugin_source(name: str, tail: str = "backend = FakeBackend()", spec_extra: 
             def native_unavailable_reason(self):
                 return None
     """) + textwrap.dedent(tail)
+
+
+# What a fresh clone lacks: setuptools would pack a stale build/ folder's files into the wheel.
+LOCAL_ONLY = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".git", ".pytest_cache", ".venv")
+
+
+def _our_site_packages() -> list[str]:
+    """The site-packages folders this interpreter imports from (a venv's own, and any it chains to)."""
+    return [p for p in dict.fromkeys(sys.path) if Path(p).name in ("site-packages", "dist-packages")]
+
+
+def venv_with(root: Path, folders: Sequence[str]) -> Path:
+    """A fresh venv under `root` with the repository `folders` pip-installed into it; its bin directory.
+
+    It reuses this interpreter's torch and setuptools through a .pth file naming our site-packages
+    (--system-site-packages would give it the *base* interpreter's: under a venv, no torch and
+    perhaps an old setuptools). The folders are installed for real, from a copy of the checkout,
+    offline and without build isolation; its own site-packages come first on its path.
+    """
+    source = root / "src"
+    shutil.copytree(REPO, source, ignore=LOCAL_ONLY)
+    venv.create(root / "venv", with_pip=False)
+    bin_dir = root / "venv" / "bin"
+    inner_site = run_process([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    (Path(inner_site.stdout.strip()) / "outer.pth").write_text("\n".join(_our_site_packages()) + "\n")
+    run_process([sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "-q", "--no-deps",
+                 "--no-index", "--no-build-isolation", "--ignore-installed", *(source / f for f in folders)],
+                cwd=root, env=clean_env())
+    return bin_dir

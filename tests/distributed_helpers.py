@@ -40,7 +40,7 @@ def free_port() -> int:
 
 
 def run_ranks(worker: str | Path, *args: str, world_size: int = 2, limit: float = 120.0, pg_timeout: float = 60.0,
-              rank_env: dict[int, dict[str, str]] | None = None, **env: str) -> list[Rank]:
+              rank_env: dict[int, dict[str, str]] | None = None, python: str = sys.executable, **env: str) -> list[Rank]:
     """Start `world_size` ranks of dist_workers/<worker>.py (or of the script at a Path); wait at most `limit` s."""
     script = worker if isinstance(worker, Path) else WORKERS / f"{worker}.py"
     port = free_port()
@@ -53,7 +53,7 @@ def run_ranks(worker: str | Path, *args: str, world_size: int = 2, limit: float 
             **env, **(rank_env or {}).get(rank, {}),
         })
         procs.append(subprocess.Popen(
-            [sys.executable, str(script), *args], env=environ, cwd="/",
+            [python, str(script), *args], env=environ, cwd="/",
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))
     deadline = time.monotonic() + limit
@@ -99,9 +99,10 @@ def ok(ranks: list[Rank]) -> list[dict]:
     return [r.json() for r in succeeded(ranks)]
 
 
-def run_torchrun(script: Path, *args: str, nproc: int = 2, limit: float = 180.0, **env: str) -> str:
+def run_torchrun(script: Path, *args: str, nproc: int = 2, limit: float = 180.0, python: str = sys.executable,
+                 **env: str) -> str:
     """`torchrun --nproc-per-node=<nproc> script args` on 127.0.0.1; its output. Killed whole after `limit` s."""
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+    command = [python, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                "--master-addr=127.0.0.1", f"--master-port={free_port()}", str(script), *args]
     # A session of its own: on timeout the agent and every rank it started are killed together.
     proc = subprocess.Popen(command, env=clean_env(**env), cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -59,7 +59,15 @@ print(json.dumps(RESULTS | {"eager": {"ok": True, "value": eager_backend.shape[-
 
 
 def test_cpu_compiles_beside_two_emulated_gpu_types():
-    assert_all_ok(run_json(snippet("cpu"), TORCHPLUG_EMULATE="xpu,mps"))
+    # The CPU keeps Inductor's C++ codegen (cpp_fused kernels), not a GPU target, beside emulated GPUs.
+    code = snippet("cpu") + """
+from torch._inductor.utils import run_and_get_code
+_, sources = run_and_get_code(torch.compile(lambda t: (t.sin() + 1).relu()), torch.randn(8))
+print(json.dumps(RESULTS | {"kernels": {"ok": True, "value": [("cpp_fused" in s, "triton" in s) for s in sources]}}))
+"""
+    results = run_json(code, TORCHPLUG_EMULATE="xpu,mps")
+    assert_all_ok(results)
+    assert results["cpu"]["value"] == ["cpu", True, True] and results["kernels"]["value"] == [[True, False]]
 
 
 def test_example_npu_plugin_compiles_forward_and_backward(tmp_path):

@@ -178,9 +178,21 @@ def test_trace_records_ops_routes_and_factories():
     assert out[-1] == "0"
 
 
-def test_lazy_dispatcher_names_stay_functions_on_every_access():
-    from torchplug import dispatcher
-
-    for name in dispatcher.__all__:
-        assert getattr(dispatcher, name) is getattr(dispatcher, name)
-    assert callable(dispatcher.trace) and callable(dispatcher.coverage)
+def test_lazy_package_names_are_what_their_modules_define_even_after_every_submodule_is_imported():
+    # Importing a submodule sets an attribute of that name on its package: an exported name equal to
+    # a submodule's would then turn into the module.
+    out = run_python("""
+        import importlib, json, pkgutil, types, torch
+        wrong = []
+        for package in ("dispatcher", "emulation", "distributed"):
+            module = importlib.import_module(f"torchplug.{package}")
+            for info in pkgutil.iter_modules(module.__path__):
+                importlib.import_module(f"torchplug.{package}.{info.name}")
+            for name in module.__all__:
+                value = getattr(module, name)
+                home = importlib.import_module(f"torchplug.{package}.{module._MODULE_OF[name]}")
+                if isinstance(value, types.ModuleType) or value is not getattr(home, name):
+                    wrong.append(f"{package}.{name}")
+        print(json.dumps(wrong))
+    """).stdout
+    assert json.loads(out) == []

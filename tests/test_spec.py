@@ -39,3 +39,8 @@ def test_every_problem_is_reported_at_once():
     with pytest.raises(SpecError) as info:
         BackendSpec(**{**GOOD, "name": "Bad", "api_version": 7}).validate("2.13.0")
     assert "name 'Bad'" in str(info.value) and "api_version 7" in str(info.value)
+
+
+def test_priority_still_loads_but_warns_that_it_has_no_effect():
+    with pytest.warns(DeprecationWarning, match="priority=5, which has no effect and will be removed"):
+        BackendSpec(**{**GOOD, "priority": 5}).validate("2.13.0")

@@ -81,7 +81,11 @@ def test_without_the_interpreter_emulation_keeps_the_cpu_kernels():
 
 
 def test_launch_configs_fit_each_backends_hardware():
-    from torchplug.kernels import CUDA, ROCM, XPU
+    from torchplug_cuda import PROFILE as cuda
+    from torchplug_rocm import PROFILE as rocm
+    from torchplug_xpu import PROFILE as xpu
+
+    CUDA, ROCM, XPU = cuda.launch, rocm.launch, xpu.launch
 
     assert CUDA.row_block(100) == 128 and CUDA.row_block(1 << 20) == CUDA.max_row_block
     assert ROCM.row_block(8) == 64  # never narrower than a wavefront

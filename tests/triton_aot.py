@@ -14,9 +14,11 @@ import traceback
 
 import torch
 
-from torchplug.kernels import CUDA, ROCM, activations, launch, norms, norms_backward, rotary
+from torchplug.kernels import activations, launch, norms, norms_backward, rotary
+from torchplug_cuda import PROFILE as CUDA_PROFILE
+from torchplug_rocm import PROFILE as ROCM_PROFILE
 
-TARGETS = {"sm_90": ("cuda", 90, 32, CUDA), "gfx942": ("hip", "gfx942", 64, ROCM)}
+TARGETS = {"sm_90": ("cuda", 90, 32, CUDA_PROFILE.launch), "gfx942": ("hip", "gfx942", 64, ROCM_PROFILE.launch)}
 KERNELS = [(norms, "_rms_norm_rows"), (norms_backward, "_rms_norm_grad_rows"), (activations, "_silu_and_mul_rows"),
            (activations, "_silu_and_mul_grad_rows"), (rotary, "_rotate_heads")]
 TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16"}

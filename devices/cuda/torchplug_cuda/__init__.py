@@ -8,17 +8,28 @@ host target when emulated); and its expected conformance failures, conformance.t
 
 import torch
 
-from torchplug.entrypoints import (STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range,
-                                   torch_build_lacks)
-from torchplug.kernels import CUDA, TritonKernels
+from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, TritonArch,
+                                   declared_torch_range, torch_build_lacks)
+from torchplug.kernels import KernelBackend, LaunchConfig, TritonKernels
+
+# What the device is like. Emulated, it reports an A100-like shape; natively, torch's own properties
+# answer. "nccl" is the collective library torch uses for cuda; the fidelity compile mode generates
+# Triton for sm_80; the Triton kernels launch in warps of 32, up to 16 per block (1024 threads).
+PROFILE = DeviceProfile(
+    label="NVIDIA CUDA GPU",
+    shape=EmulatedShape(compute_units=108, warp_size=32, arch="sm_80"),
+    collectives="nccl",
+    fidelity=TritonArch("cuda", 80, 32),
+    launch=LaunchConfig("cuda", warp_size=32, max_warps=16),
+)
 
 
-class CudaBackend(Backend):
+class CudaBackend(KernelBackend):
     spec = BackendSpec(
         name="cuda", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES,
-        torch_range=declared_torch_range("torchplug-cuda"),
+        torch_range=declared_torch_range("torchplug-cuda"), profile=PROFILE,
     )
-    kernels = TritonKernels("torchplug_cuda", CUDA)  # torchplug.kernels' Triton source, CUDA launch config
+    kernels = TritonKernels("torchplug_cuda", PROFILE.launch)  # torchplug.kernels' Triton source
 
     def native_unavailable_reason(self) -> str | None:
         if torch.version.hip:
@@ -28,13 +39,6 @@ class CudaBackend(Backend):
         if not torch.cuda.is_available():
             return "no CUDA GPU is visible (torch.cuda.device_count() == 0)"
         return None
-
-    def setup(self) -> None:
-        super().setup()
-        self.kernels.register_when_ops_defined(self)
-
-    def status(self) -> DeviceStatus:
-        return self.kernels.annotate(super().status())  # says whether the Triton kernels serve, and why not
 
 
 backend = CudaBackend()

@@ -2,7 +2,9 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range, torch_build_lacks
+from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, declared_torch_range,
+                                   torch_build_lacks)
+from torchplug.kernels import KernelBackend
 
 from .kernels import MetalKernels
 
@@ -10,10 +12,15 @@ from .kernels import MetalKernels
 MPS_DTYPES = STANDARD_DTYPES - {torch.float64, torch.complex128}
 
 
-class MpsBackend(Backend):
+# An M-series-like shape when emulated. No collective library of its own (torch uses gloo) and no
+# Triton: its compile target is Inductor's Metal codegen.
+PROFILE = DeviceProfile(label="Apple MPS GPU", shape=EmulatedShape(compute_units=10, warp_size=32, arch="apple-m1"))
+
+
+class MpsBackend(KernelBackend):
     spec = BackendSpec(
         name="mps", device_type="mps", dispatch_key="MPS", dtypes=MPS_DTYPES,
-        torch_range=declared_torch_range("torchplug-mps"),
+        torch_range=declared_torch_range("torchplug-mps"), profile=PROFILE,
     )
     kernels = MetalKernels("torchplug_mps")  # metal/*.metal, compiled with torch.mps.compile_shader
 
@@ -23,13 +30,6 @@ class MpsBackend(Backend):
         if not torch.backends.mps.is_available():
             return "MPS is not available: it needs macOS 12.3+ on an Apple silicon or AMD GPU Mac"
         return None
-
-    def setup(self) -> None:
-        super().setup()
-        self.kernels.register_when_ops_defined(self)
-
-    def status(self) -> DeviceStatus:
-        return self.kernels.annotate(super().status())  # says whether the Metal kernels serve, and why not
 
 
 backend = MpsBackend()

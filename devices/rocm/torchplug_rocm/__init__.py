@@ -2,16 +2,27 @@
 
 import torch
 
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range, torch_build_lacks
-from torchplug.kernels import ROCM, TritonKernels
+from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, TritonArch,
+                                   declared_torch_range, torch_build_lacks)
+from torchplug.kernels import KernelBackend, LaunchConfig, TritonKernels
+
+# An MI300-like shape when emulated. torch names RCCL "nccl". Wavefronts of 64: blocks are multiples
+# of 64 lanes, and a 1024-thread block is 16 wavefronts.
+PROFILE = DeviceProfile(
+    label="AMD ROCm GPU",
+    shape=EmulatedShape(compute_units=304, warp_size=64, arch="gfx942"),
+    collectives="nccl",
+    fidelity=TritonArch("hip", "gfx942", 64),
+    launch=LaunchConfig("rocm", warp_size=64, max_warps=16, elementwise_block=2048),
+)
 
 
-class RocmBackend(Backend):
+class RocmBackend(KernelBackend):
     spec = BackendSpec(
         name="rocm", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES,
-        torch_range=declared_torch_range("torchplug-rocm"),
+        torch_range=declared_torch_range("torchplug-rocm"), profile=PROFILE,
     )
-    kernels = TritonKernels("torchplug_rocm", ROCM)  # torchplug.kernels' Triton source, ROCM launch config
+    kernels = TritonKernels("torchplug_rocm", PROFILE.launch)  # torchplug.kernels' Triton source
 
     def native_unavailable_reason(self) -> str | None:
         if not torch.version.hip:
@@ -19,13 +30,6 @@ class RocmBackend(Backend):
         if not torch.cuda.is_available():
             return "no ROCm GPU is visible (torch.cuda.device_count() == 0)"
         return None
-
-    def setup(self) -> None:
-        super().setup()
-        self.kernels.register_when_ops_defined(self)
-
-    def status(self) -> DeviceStatus:
-        return self.kernels.annotate(super().status())  # says whether the Triton kernels serve, and why not
 
 
 backend = RocmBackend()

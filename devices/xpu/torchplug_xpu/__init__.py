@@ -2,17 +2,32 @@
 
 import torch
 
-from torchplug.entrypoints import (STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range,
-                                   torch_build_lacks)
-from torchplug.kernels import XPU, TritonKernels
+from types import MappingProxyType
+
+from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, TritonArch,
+                                   declared_torch_range, torch_build_lacks)
+from torchplug.kernels import KernelBackend, LaunchConfig, TritonKernels
+
+# A Max-series-like shape when emulated; XCCL natively. The fidelity mode generates the Triton that
+# Inductor's CUDA path would (Intel's Triton backend is not in the public Triton). Intel's Triton
+# backend defaults to sub-groups of 32 (its best for memory-bound kernels on Xe/Xe2) and allows 32
+# of them per work-group; it renamed threads_per_warp to warp_size, so both are offered.
+PROFILE = DeviceProfile(
+    label="Intel XPU",
+    shape=EmulatedShape(compute_units=64, warp_size=32, arch="pvc"),
+    collectives="xccl",
+    fidelity=TritonArch("cuda", 80, 32),
+    launch=LaunchConfig("xpu", warp_size=32, max_warps=32,
+                        options=MappingProxyType({"warp_size": 32, "threads_per_warp": 32})),
+)
 
 
-class XpuBackend(Backend):
+class XpuBackend(KernelBackend):
     spec = BackendSpec(
         name="xpu", device_type="xpu", dispatch_key="XPU", dtypes=STANDARD_DTYPES,
-        torch_range=declared_torch_range("torchplug-xpu"),
+        torch_range=declared_torch_range("torchplug-xpu"), profile=PROFILE,
     )
-    kernels = TritonKernels("torchplug_xpu", XPU)  # torchplug.kernels' Triton source, XPU launch config
+    kernels = TritonKernels("torchplug_xpu", PROFILE.launch)  # torchplug.kernels' Triton source
 
     def native_unavailable_reason(self) -> str | None:
         if not torch.xpu._is_compiled():
@@ -20,13 +35,6 @@ class XpuBackend(Backend):
         if not torch.xpu.is_available():
             return "no Intel GPU is visible (torch.xpu.device_count() == 0)"
         return None
-
-    def setup(self) -> None:
-        super().setup()
-        self.kernels.register_when_ops_defined(self)
-
-    def status(self) -> DeviceStatus:
-        return self.kernels.annotate(super().status())  # says whether the Triton kernels serve, and why not
 
 
 backend = XpuBackend()
