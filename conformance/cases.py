@@ -4,7 +4,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-MODES = ("eager", "autograd", "out", "noncontiguous", "compile")
+VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile")  # results held to the CPU's values
+SEMANTIC_MODES = ("alias", "layout", "errors")  # results held to the CPU's aliasing, strides and exceptions
+MODES = VALUE_MODES + SEMANTIC_MODES
 STATUSES = ("pass", "fail", "xfail", "xpass", "skip", "crashed", "timeout", "unsupported-dtype", "unsupported")
 # What a case can end as before the manifest is applied (xfail/xpass come from the manifest).
 PROBLEMS = ("fail", "crashed", "timeout")

@@ -60,27 +60,26 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
     import torch
 
     from . import opinfo
+    from .modes import inputs_for
 
     name, dtype_name, done = request["op"], request["dtype"], set(request.get("done", ()))
-    planned = [(mode, indices) for mode, indices in request["modes"].items()]
-    wanted = [indices for _, indices in planned]
-    count = None if None in wanted else max((max(i, default=-1) for i in wanted), default=-1) + 1
+    planned: dict[str, list[int] | None] = request["modes"]
     try:
         entry = opinfo.find(name)
-        samples = entry.samples(getattr(torch, dtype_name), count)
+        inputs = inputs_for(entry, getattr(torch, dtype_name), planned)
     except Exception as err:
-        for mode, _ in planned:
+        for mode in planned:
             case = Case(name, dtype_name, mode, 0)
             _send(out, {"result": CaseResult(case, "skip", f"no samples: {type(err).__name__}: "
                                                            f"{str(err).splitlines()[0][:200]}").to_json()})
         return
-    for mode, indices in planned:
-        for index in _selected(indices, len(samples)):
+    for mode, indices in planned.items():
+        for index in _selected(indices, len(inputs[mode])):
             case = Case(name, dtype_name, mode, index)
             if case.key in done:
                 continue
             _send(out, {"start": case.key})
-            _send(out, {"result": run_case(case, entry, samples[index], target).to_json()})
+            _send(out, {"result": run_case(case, entry, inputs[mode][index], target).to_json()})
 
 
 def main() -> None:

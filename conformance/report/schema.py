@@ -28,7 +28,7 @@ def repro_snippet(backend: str, device: str, case: Case) -> str:
         "import torch\n"
         "from torchplug.conformance import opinfo, modes, target\n"
         f"entry = opinfo.find({case.op!r})\n"
-        f"sample = opinfo.sample({case.op!r}, torch.{case.dtype}, {case.sample})\n"
+        f"sample = modes.case_input(entry, torch.{case.dtype}, {case.mode!r}, {case.sample})\n"
         f"device, info = target.open_target({backend!r})  # {device}\n"
         f"verdict = modes.RUNNERS[{case.mode!r}](entry, sample, device)\n"
         "print(sample)\n"
