@@ -1,7 +1,7 @@
 """What one conformance case is, and what running it gives."""
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile")  # results held to the CPU's values
@@ -35,6 +35,8 @@ class CaseResult:
     time_s: float = 0.0
     arbitrated: bool = False  # float64 decided a low-precision mismatch
     manifest_reason: str = ""
+    route: str = ""  # "native", "fallback" or "illegal-fallback" once judged (fallback.py); "" if it did not run
+    fallback_ops: dict[str, int] = field(default_factory=dict)  # governed CPU fallback uses during the case
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -160,15 +160,17 @@ def _count(indices: list[list[int] | None]) -> int | None:
     return None if None in indices else max((max(i, default=-1) for i in indices), default=-1) + 1
 
 
-def inputs_for(entry: OpEntry, dtype: torch.dtype, wanted: dict[str, list[int] | None]) -> dict[str, list[Any]]:
-    """What each mode's cases run, by index: the errors mode's error inputs, every other mode's samples
-    (generated once and shared). `wanted` gives each mode's indices, None for all."""
+def inputs_for(entry: OpEntry, dtype: torch.dtype, wanted: dict[str, list[int] | None],
+               device_type: str = "cpu") -> dict[str, list[Any]]:
+    """What each mode's cases run, by index: the errors mode's error inputs (with what OpInfo documents
+    for `device_type`), every other mode's samples (generated once and shared). `wanted` gives each
+    mode's indices, None for all."""
     sampled = [indices for mode, indices in wanted.items() if mode != "errors"]
     samples = entry.samples(dtype, _count(sampled)) if sampled else []
-    errors = error_cases(entry, dtype)[:_count([wanted["errors"]])] if "errors" in wanted else []
+    errors = error_cases(entry, dtype, device_type)[:_count([wanted["errors"]])] if "errors" in wanted else []
     return {mode: errors if mode == "errors" else samples for mode in wanted}
 
 
-def case_input(entry: OpEntry, dtype: torch.dtype, mode: str, index: int) -> Any:
+def case_input(entry: OpEntry, dtype: torch.dtype, mode: str, index: int, target: Target) -> Any:
     """One case's sample (or error input), exactly as the suite generated it (for repro snippets)."""
-    return inputs_for(entry, dtype, {mode: [index]})[mode][index]
+    return inputs_for(entry, dtype, {mode: [index]}, target.device.type)[mode][index]

@@ -43,7 +43,7 @@ class OpEntry:
     host_args: tuple[int, ...] = ()
     out_copies: bool = False  # out= accepts any device (see COPYING_OUT)
     inplace: Callable[..., Any] | None = None  # the in-place variant (`Tensor.add_`), if the op has one
-    error_fn: Callable[[], Iterable[Any]] | None = None  # OpInfo's error inputs, on the CPU
+    error_fn: Callable[[str], Iterable[Any]] | None = None  # OpInfo's error inputs for a device type
 
     @property
     def nondeterministic(self) -> str | None:
@@ -63,12 +63,13 @@ class OpEntry:
         torch.manual_seed(SAMPLE_SEED)
         return list(itertools.islice(self.sample_fn(dtype, self.requires_grad(dtype)), count))
 
-    def error_inputs(self) -> list[Any]:
-        """OpInfo's error inputs (each a sample, the exception type and a message pattern), on the CPU."""
+    def error_inputs(self, device: str = "cpu") -> list[Any]:
+        """OpInfo's error inputs (each a sample, the exception type and a message pattern) as torch
+        specifies them for `device`: some differ by device type (narrow_copy's CPU kernel has its own)."""
         if self.error_fn is None:
             return []
         torch.manual_seed(SAMPLE_SEED)
-        return list(self.error_fn())
+        return list(self.error_fn(device))
 
 
 def _opinfo_entry(info: Any) -> OpEntry:
@@ -79,7 +80,7 @@ def _opinfo_entry(info: Any) -> OpEntry:
         backward_dtypes=frozenset(backward), supports_out=bool(info.supports_out),
         sample_fn=lambda dtype, grad: info.sample_inputs("cpu", dtype, requires_grad=grad),
         host_args=HOST_ARGS.get(name, ()), out_copies=name in COPYING_OUT, inplace=info.inplace_variant,
-        error_fn=(lambda: info.error_inputs("cpu")) if info.error_inputs_func is not None else None,
+        error_fn=info.error_inputs if info.error_inputs_func is not None else None,
     )
 
 

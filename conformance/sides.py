@@ -51,8 +51,8 @@ def detach(x: Any, grad: bool = False) -> Any:
 
 def _to(x: Any, device: torch.device, grad: bool = False) -> Any:
     def leaf(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+            return t  # samples are made on the CPU: a tensor elsewhere (meta) is there on purpose (error inputs)
         # Always a copy: on the CPU backend .to() would hand back the sample itself (in-place ops would
         # change it, and views would keep the sample's storage offset where the reference has none).
         return t.detach().to(device, copy=True).requires_grad_(grad and t.requires_grad)

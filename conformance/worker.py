@@ -34,9 +34,10 @@ def _selected(indices: list[int] | None, count: int) -> Iterator[int]:
 
 
 def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
-    from . import modes
+    from . import fallback, modes
 
     start = time.perf_counter()
+    fallen_back = fallback.uses(target.backend)
     try:
         verdict = modes.RUNNERS[case.mode](entry, sample, target)
         status = "pass" if verdict.ok else "fail"
@@ -53,6 +54,7 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
         where = f" (at {frames[-1].name}, {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
         result = CaseResult(case, "fail", f"{type(err).__name__}: {modes.first_line(err)}{where}")
     result.time_s = round(time.perf_counter() - start, 4)
+    result.fallback_ops = dict(fallback.uses(target.backend) - fallen_back)  # judged with the manifest (fallback.py)
     return result
 
 
@@ -66,7 +68,7 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
     planned: dict[str, list[int] | None] = request["modes"]
     try:
         entry = opinfo.find(name)
-        inputs = inputs_for(entry, getattr(torch, dtype_name), planned)
+        inputs = inputs_for(entry, getattr(torch, dtype_name), planned, target.device.type)
     except Exception as err:
         for mode in planned:
             case = Case(name, dtype_name, mode, 0)
