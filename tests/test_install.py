@@ -1,36 +1,19 @@
 """End to end: pip-install the real plugin folders into a fresh virtual environment."""
 
 import shutil
-import sys
-import venv
-from pathlib import Path
 
-from conftest import NPU_ROUND_TRIP, NPU_ROUND_TRIP_PRINTS, REAL_PLUGINS, REPO, clean_env, run_process, run_python
+from conftest import (LOCAL_ONLY, NPU_ROUND_TRIP, NPU_ROUND_TRIP_PRINTS, REAL_PLUGINS, REPO, clean_env, pip_install,
+                      run_process, run_python, venv_over_ours)
 
 FOLDERS = [".", *(f"devices/{name}" for name in REAL_PLUGINS), "docs/example-plugin"]
-# What a fresh clone lacks: setuptools would pack a stale build/ folder's files into the wheel.
-LOCAL_ONLY = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".git", ".pytest_cache", ".venv")
-
-
-def _our_site_packages() -> list[str]:
-    """The site-packages folders this interpreter imports from (a venv's own, and any it chains to)."""
-    return [p for p in dict.fromkeys(sys.path) if Path(p).name in ("site-packages", "dist-packages")]
 
 
 def test_pip_installed_plugins_autoload_in_a_fresh_venv(tmp_path):
-    # The inner venv reuses this interpreter's torch and setuptools through a .pth file naming our
-    # site-packages. (--system-site-packages would give it the *base* interpreter's packages: under
-    # a venv, no torch and perhaps an old setuptools.) Everything of ours is installed into it for
-    # real, offline, without build isolation; its own site-packages come first on its path.
+    # Everything of ours is installed into a fresh venv for real; torch comes from this interpreter's.
     source = tmp_path / "src"
     shutil.copytree(REPO, source, ignore=LOCAL_ONLY)
-    venv.create(tmp_path / "venv", with_pip=False)
-    bin_dir = tmp_path / "venv" / "bin"
-    inner_site = run_process([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
-    (Path(inner_site.stdout.strip()) / "outer.pth").write_text("\n".join(_our_site_packages()) + "\n")
-    run_process([sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "-q", "--no-deps",
-                 "--no-index", "--no-build-isolation", "--ignore-installed", *(source / f for f in FOLDERS)],
-                cwd=tmp_path, env=clean_env())
+    bin_dir = venv_over_ours(tmp_path)
+    pip_install(bin_dir, [source / f for f in FOLDERS], cwd=tmp_path)
     out = run_python("""
         import torch
         import torchplug, torchplug_cpu, torchplug_example
