@@ -1,10 +1,12 @@
 """What one conformance case is, and what running it gives."""
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-MODES = ("eager", "autograd", "out", "noncontiguous", "compile")
+VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile")  # results held to the CPU's values
+SEMANTIC_MODES = ("alias", "layout", "errors")  # results held to the CPU's aliasing, strides and exceptions
+MODES = VALUE_MODES + SEMANTIC_MODES
 
 
 @dataclass(frozen=True, order=True)
@@ -30,6 +32,8 @@ class CaseResult:
     time_s: float = 0.0
     arbitrated: bool = False  # float64 decided a low-precision mismatch
     manifest_reason: str = ""
+    route: str = ""  # "native", "fallback" or "illegal-fallback" once judged (fallback.py); "" if it did not run
+    fallback_ops: dict[str, int] = field(default_factory=dict)  # governed CPU fallback uses during the case
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -12,7 +12,7 @@ from .manifest import Manifest, locate
 from .manifest import load as load_manifest
 from .plan import make_plan
 from .progress import Progress
-from .report.schema import SCHEMA, machine, repro_command, repro_snippet, summary
+from .report.schema import SCHEMA, fallback_shares, machine, repro_command, repro_snippet, summary
 from .runner import Job, Runner
 from .tiers import Selection
 
@@ -88,6 +88,7 @@ def build_report(backend: str, info: dict[str, Any], selection: Selection, resul
         "wall_s": round(wall_s, 2),
         "unsupported_modes": mode_notes,
         "summary": summary(cases),
+        "fallback": fallback_shares(cases),
         "runtime_checks": sorted(checks, key=lambda c: c["name"]),
         "cases": cases,
     }

@@ -11,6 +11,8 @@
     [[skip]]                       # not run at all (for cases that crash or hang the device)
     ...
 
+    native = ["aten::mm", "aten::addmm"]   # ops with a device kernel: a CPU fallback for them fails the case
+
 The manifest is found through the backend's `torchplug.devices` entry point: the file
 `conformance.toml` beside the module that entry point names, so a third-party plugin ships its own.
 """
@@ -64,12 +66,16 @@ class Manifest:
     path: Path | None
     entries: list[Entry]
     runtime: str = "native"  # the device's mode in this run, for entries that name one
+    native: tuple[str, ...] = ()  # ops that must never take the CPU fallback ("aten::mm")
 
     def entry_for(self, case: Case, tier: str, action: str) -> Entry | None:
         return next((e for e in self.entries if e.action == action and e.matches(case, tier, self.runtime)), None)
 
     def apply(self, result: CaseResult, tier: str) -> CaseResult:
-        """xfail entries turn failures into `xfail` and passes into `xpass`."""
+        """Judge the case's fallback route; then xfail entries turn failures into `xfail` and passes into `xpass`."""
+        from .fallback import judge
+
+        result = judge(result, self.native)
         entry = self.entry_for(result.case, tier, "xfail")
         if entry is None:
             return result
@@ -98,6 +104,11 @@ def load(path: Path | None) -> Manifest:
     if path is None or not path.is_file():
         return Manifest(path, [])
     data = _load_toml(path)
+    if unknown := set(data) - {*ACTIONS, "native"}:
+        raise ManifestError(f"{path}: unknown top-level keys {sorted(unknown)} (expected {', '.join(ACTIONS)}, native)")
+    native = data.get("native", [])
+    if not isinstance(native, list) or not all(isinstance(op, str) and "::" in op for op in native):
+        raise ManifestError(f"{path}: native must be a list of qualified op names, e.g. [\"aten::mm\"]")
     entries = []
     for action in ACTIONS:
         for i, raw in enumerate(data.get(action, [])):
@@ -107,7 +118,7 @@ def load(path: Path | None) -> Manifest:
             if unknown:
                 raise ManifestError(f"{path}: [[{action}]] entry {i + 1} has unknown keys {sorted(unknown)}")
             entries.append(Entry(action, raw["reason"], *(tuple(raw.get(k, ())) for k in KEYS)))
-    return Manifest(path, entries)
+    return Manifest(path, entries, native=tuple(native))
 
 
 def locate(backend: str) -> Path | None:
@@ -155,4 +166,5 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
             kept.append(Entry("xfail", reason, tuple(ops), dtypes, (group.mode,), runtime=(runtime,)))
     header = (f"# torchplug check manifest for '{report['backend']['name']}' ({FILENAME}): expected failures and skips.\n"
               f"# Written by --update-manifest on the {tier} tier; review every reason. Format: torchplug/conformance/manifest.py\n")
-    return header + "\n\n".join(entry.to_toml() for entry in kept) + "\n"
+    native = f"native = [{', '.join(json.dumps(op) for op in manifest.native)}]\n\n" if manifest.native else ""
+    return header + native + "\n\n".join(entry.to_toml() for entry in kept) + "\n"

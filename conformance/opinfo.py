@@ -42,6 +42,8 @@ class OpEntry:
     sample_fn: Callable[[torch.dtype, bool], Iterable[Any]]
     host_args: tuple[int, ...] = ()
     out_copies: bool = False  # out= accepts any device (see COPYING_OUT)
+    inplace: Callable[..., Any] | None = None  # the in-place variant (`Tensor.add_`), if the op has one
+    error_fn: Callable[[str], Iterable[Any]] | None = None  # OpInfo's error inputs for a device type
 
     @property
     def nondeterministic(self) -> str | None:
@@ -61,6 +63,14 @@ class OpEntry:
         torch.manual_seed(SAMPLE_SEED)
         return list(itertools.islice(self.sample_fn(dtype, self.requires_grad(dtype)), count))
 
+    def error_inputs(self, device: str = "cpu") -> list[Any]:
+        """OpInfo's error inputs (each a sample, the exception type and a message pattern) as torch
+        specifies them for `device`: some differ by device type (narrow_copy's CPU kernel has its own)."""
+        if self.error_fn is None:
+            return []
+        torch.manual_seed(SAMPLE_SEED)
+        return list(self.error_fn(device))
+
 
 def _opinfo_entry(info: Any) -> OpEntry:
     name = info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
@@ -69,7 +79,8 @@ def _opinfo_entry(info: Any) -> OpEntry:
         name=name, op=info.op, dtypes=frozenset(info.supported_dtypes("cpu")),
         backward_dtypes=frozenset(backward), supports_out=bool(info.supports_out),
         sample_fn=lambda dtype, grad: info.sample_inputs("cpu", dtype, requires_grad=grad),
-        host_args=HOST_ARGS.get(name, ()), out_copies=name in COPYING_OUT,
+        host_args=HOST_ARGS.get(name, ()), out_copies=name in COPYING_OUT, inplace=info.inplace_variant,
+        error_fn=info.error_inputs if info.error_inputs_func is not None else None,
     )
 
 
@@ -132,7 +143,3 @@ def find(name: str) -> OpEntry:
         raise KeyError(f"no op named {name!r} in torch {torch.__version__}'s OpInfo database or torchplug.ops{hint}")
     return ops[name]
 
-
-def sample(name: str, dtype: torch.dtype, index: int) -> Any:
-    """One sample, exactly as the suite generated it (for repro snippets)."""
-    return find(name).samples(dtype, index + 1)[index]

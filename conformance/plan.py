@@ -43,8 +43,9 @@ def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: st
         modes.remove("compile")
     per_mode = {mode: set(names if selection.op else tier_ops(selection.tier, names, mode)) for mode in modes}
     # Compiling costs seconds per graph: below the full tier it runs on one dtype (float32 if chosen).
-    compile_dtypes = selection.dtypes if selection.tier == "full" or selection.op else (
-        ("float32",) if "float32" in selection.dtypes else selection.dtypes[:1])
+    # Error inputs hardly depend on the dtype: the errors mode runs on that one dtype in every tier.
+    one_dtype = ("float32",) if "float32" in selection.dtypes else selection.dtypes[:1]
+    compile_dtypes = selection.dtypes if selection.tier == "full" or selection.op else one_dtype
     groups, unrunnable = [], []
     for name in names:
         entry = entries[name]
@@ -59,6 +60,8 @@ def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: st
                 if mode == "autograd" and not entry.requires_grad(dtype):
                     continue
                 if mode == "compile" and dtype_name not in compile_dtypes:
+                    continue
+                if mode == "errors" and dtype_name not in one_dtype and not selection.op:
                     continue
                 skip = manifest and manifest.entry_for(Case(name, dtype_name, mode, 0), selection.tier, "skip")
                 if skip:

@@ -34,9 +34,10 @@ def _selected(indices: list[int] | None, count: int) -> Iterator[int]:
 
 
 def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
-    from . import modes
+    from . import fallback, modes
 
     start = time.perf_counter()
+    fallen_back = fallback.uses(target.backend)
     try:
         verdict = modes.RUNNERS[case.mode](entry, sample, target)
         status = "pass" if verdict.ok else "fail"
@@ -53,6 +54,7 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
         where = f" (at {frames[-1].name}, {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
         result = CaseResult(case, "fail", f"{type(err).__name__}: {modes.first_line(err)}{where}")
     result.time_s = round(time.perf_counter() - start, 4)
+    result.fallback_ops = dict(fallback.uses(target.backend) - fallen_back)  # judged with the manifest (fallback.py)
     return result
 
 
@@ -60,27 +62,26 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
     import torch
 
     from . import opinfo
+    from .modes import inputs_for
 
     name, dtype_name, done = request["op"], request["dtype"], set(request.get("done", ()))
-    planned = [(mode, indices) for mode, indices in request["modes"].items()]
-    wanted = [indices for _, indices in planned]
-    count = None if None in wanted else max((max(i, default=-1) for i in wanted), default=-1) + 1
+    planned: dict[str, list[int] | None] = request["modes"]
     try:
         entry = opinfo.find(name)
-        samples = entry.samples(getattr(torch, dtype_name), count)
+        inputs = inputs_for(entry, getattr(torch, dtype_name), planned, target.device.type)
     except Exception as err:
-        for mode, _ in planned:
+        for mode in planned:
             case = Case(name, dtype_name, mode, 0)
             _send(out, {"result": CaseResult(case, "skip", f"no samples: {type(err).__name__}: "
                                                            f"{str(err).splitlines()[0][:200]}").to_json()})
         return
-    for mode, indices in planned:
-        for index in _selected(indices, len(samples)):
+    for mode, indices in planned.items():
+        for index in _selected(indices, len(inputs[mode])):
             case = Case(name, dtype_name, mode, index)
             if case.key in done:
                 continue
             _send(out, {"start": case.key})
-            _send(out, {"result": run_case(case, entry, samples[index], target).to_json()})
+            _send(out, {"result": run_case(case, entry, inputs[mode][index], target).to_json()})
 
 
 def main() -> None:

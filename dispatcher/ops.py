@@ -188,7 +188,7 @@ def _silu_and_mul_ref(x: Tensor) -> Tensor:
 def silu_and_mul(x: Tensor) -> Tensor:
     """SwiGLU: with x = [a, b] split in halves on the last dim, silu(a) * b."""
     _check_gated(x)
-    return _silu_and_mul_ref(x)
+    return _silu_and_mul_ref(x).contiguous()  # a new contiguous tensor, as the fake kernel and the kernels give
 
 
 @silu_and_mul.register_fake

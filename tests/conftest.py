@@ -125,6 +125,35 @@ def run_process(command: Sequence[str | os.PathLike], *, check: bool = True, tim
     return result
 
 
+# What a fresh clone lacks: setuptools would pack a stale build/ folder's files into the wheel.
+LOCAL_ONLY = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".git", ".pytest_cache", ".venv")
+
+
+def _our_site_packages() -> list[str]:
+    """The site-packages folders this interpreter imports from (a venv's own, and any it chains to)."""
+    return [p for p in dict.fromkeys(sys.path) if Path(p).name in ("site-packages", "dist-packages")]
+
+
+def venv_over_ours(root: Path) -> Path:
+    """A fresh venv in root/venv that also imports this interpreter's packages; its bin folder.
+
+    A .pth file names our site-packages, so the venv reuses torch and setuptools. (--system-site-packages
+    would give it the *base* interpreter's packages: under a venv, no torch and perhaps an old setuptools.)
+    What is pip-installed into it comes first on its path.
+    """
+    venv.create(root / "venv", with_pip=False)
+    bin_dir = root / "venv" / "bin"
+    inner_site = run_process([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    (Path(inner_site.stdout.strip()) / "outer.pth").write_text("\n".join(_our_site_packages()) + "\n")
+    return bin_dir
+
+
+def pip_install(bin_dir: Path, folders: Sequence[Path], cwd: Path) -> None:
+    """pip-install `folders` into the venv of `bin_dir` for real: offline, without build isolation or dependencies."""
+    run_process([sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "-q", "--no-deps",
+                 "--no-index", "--no-build-isolation", "--ignore-installed", *folders], cwd=cwd, env=clean_env())
+
+
 def run_python(code: str, *, path: Path | None = None, python: str = sys.executable,
                check: bool = True, timeout: int = 600, **env: str) -> subprocess.CompletedProcess:
     """Run `code` in a new interpreter (cwd /, so the checkout is not importable by accident)."""
@@ -134,9 +163,9 @@ def run_python(code: str, *, path: Path | None = None, python: str = sys.executa
     return run_process([python, "-c", textwrap.dedent(code)], check=check, timeout=timeout, env=environ, cwd="/")
 
 
-def run_cli(*args: str, path: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+def run_cli(*args: str, path: Path | None = None, python: str = sys.executable, **env: str) -> subprocess.CompletedProcess:
     code = f"import sys; from torchplug.cli import main; sys.exit(main({list(args)!r}))"
-    return run_python(code, path=path, check=False, **env)
+    return run_python(code, path=path, python=python, check=False, **env)
 
 
 def cli_json(*args: str, path: Path | None = None, **env: str) -> dict:
@@ -175,30 +204,11 @@ def plugin_source(name: str, tail: str = "backend = FakeBackend()", spec_extra: 
     """) + textwrap.dedent(tail)
 
 
-# What a fresh clone lacks: setuptools would pack a stale build/ folder's files into the wheel.
-LOCAL_ONLY = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".git", ".pytest_cache", ".venv")
-
-
-def _our_site_packages() -> list[str]:
-    """The site-packages folders this interpreter imports from (a venv's own, and any it chains to)."""
-    return [p for p in dict.fromkeys(sys.path) if Path(p).name in ("site-packages", "dist-packages")]
-
-
 def venv_with(root: Path, folders: Sequence[str]) -> Path:
-    """A fresh venv under `root` with the repository `folders` pip-installed into it; its bin directory.
-
-    It reuses this interpreter's torch and setuptools through a .pth file naming our site-packages
-    (--system-site-packages would give it the *base* interpreter's: under a venv, no torch and
-    perhaps an old setuptools). The folders are installed for real, from a copy of the checkout,
-    offline and without build isolation; its own site-packages come first on its path.
-    """
+    """A fresh venv (venv_over_ours) with the repository `folders` pip-installed from a copy of the
+    checkout; its bin folder."""
     source = root / "src"
     shutil.copytree(REPO, source, ignore=LOCAL_ONLY)
-    venv.create(root / "venv", with_pip=False)
-    bin_dir = root / "venv" / "bin"
-    inner_site = run_process([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
-    (Path(inner_site.stdout.strip()) / "outer.pth").write_text("\n".join(_our_site_packages()) + "\n")
-    run_process([sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "-q", "--no-deps",
-                 "--no-index", "--no-build-isolation", "--ignore-installed", *(source / f for f in folders)],
-                cwd=root, env=clean_env())
+    bin_dir = venv_over_ours(root)
+    pip_install(bin_dir, [source / f for f in folders], cwd=root)
     return bin_dir

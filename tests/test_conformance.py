@@ -79,7 +79,7 @@ def test_a_kernel_wrong_for_one_dtype_fails_with_its_repro(tpbad_run):
     assert wrong and all(c["status"] == "fail" for c in wrong)
     assert wrong[0]["mismatches"] > 0 and wrong[0]["max_abs"] == pytest.approx(1.0, rel=1e-2)
     assert wrong[0]["repro"] == f"torchplug check tpbad --op neg --dtype float16 --mode eager --sample {wrong[0]['sample']}"
-    assert "opinfo.sample('neg', torch.float16" in wrong[0]["snippet"]
+    assert "modes.case_input(entry, torch.float16, 'eager'" in wrong[0]["snippet"]
     assert all(c["status"] == "pass" for c in _cases(report, "neg", "float32"))
     assert "fail [eager]" in result.stdout and "--op neg --dtype float16" in result.stdout
 

@@ -3,7 +3,10 @@
 from conftest import NPU_ROUND_TRIP, NPU_ROUND_TRIP_PRINTS, REAL_PLUGINS, clean_env, run_process, run_python, venv_with
 
 FOLDERS = [".", *(f"devices/{name}" for name in REAL_PLUGINS), "docs/example-plugin"]
+
+
 def test_pip_installed_plugins_autoload_in_a_fresh_venv(tmp_path):
+    # Everything of ours is installed into a fresh venv for real; torch comes from this interpreter's.
     bin_dir = venv_with(tmp_path, FOLDERS)
     out = run_python("""
         import torch

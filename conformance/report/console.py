@@ -21,12 +21,24 @@ def mode_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
+def fallback_line(report: dict[str, Any]) -> str:
+    """The share of each fallback verdict (report.json's "fallback"; absent from older reports)."""
+    fallback = report.get("fallback")
+    if not fallback or not fallback["total"]:
+        return ""
+    shares = ", ".join(f"{verdict} {share * 100:.1f}% ({fallback['counts'][verdict]})"
+                       for verdict, share in fallback["shares"].items())
+    return f"FALLBACK  {shares} of {fallback['total']} cases"
+
+
 def render(report: dict[str, Any]) -> str:
     backend = report["backend"]
     lines = [f"torchplug check {backend['name']}: {backend['device']} ({backend['mode']}), "
              f"torch {report['versions']['torch']}, {report['selection']['tier']} tier, "
              f"{', '.join(report['selection']['dtypes'])}, {report['wall_s']:.1f} s", ""]
     lines.append(format_table(("MODE", "PASS RATE", "JUDGED", "STATUSES"), mode_rows(report)))
+    if line := fallback_line(report):
+        lines += ["", line]
     if report["runtime_checks"]:
         lines += ["", format_table(("RUNTIME CHECK", "RESULT", "DETAIL"),
                                    [(c["name"], c["status"], c["detail"][:100]) for c in report["runtime_checks"]])]

@@ -28,8 +28,8 @@ def repro_snippet(backend: str, device: str, case: Case) -> str:
         "import torch\n"
         "from torchplug.conformance import opinfo, modes, target\n"
         f"entry = opinfo.find({case.op!r})\n"
-        f"sample = opinfo.sample({case.op!r}, torch.{case.dtype}, {case.sample})\n"
         f"device, info = target.open_target({backend!r})  # {device}\n"
+        f"sample = modes.case_input(entry, torch.{case.dtype}, {case.mode!r}, {case.sample}, device)\n"
         f"verdict = modes.RUNNERS[{case.mode!r}](entry, sample, device)\n"
         "print(sample)\n"
         "assert verdict.ok, verdict.detail\n"
@@ -49,6 +49,21 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         result[mode] = {"counts": dict(counts), "judged": judged,
                         "pass_rate": round(passing / judged, 4) if judged else None}
     return result
+
+
+def fallback_shares(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the cases that passed or fell back illegally were served: pass-native, pass-fallback, illegal-fallback."""
+    counts = Counter()
+    for case in cases:
+        route = case.get("route", "")
+        if route == "illegal-fallback":
+            counts[route] += 1
+        elif route and case["status"] in PASSING:
+            counts[f"pass-{route}"] += 1
+    total = sum(counts.values())
+    verdicts = ("pass-native", "pass-fallback", "illegal-fallback")
+    return {"counts": {v: counts[v] for v in verdicts}, "total": total,
+            "shares": {v: round(counts[v] / total, 4) if total else None for v in verdicts}}
 
 
 def write_json(report: dict[str, Any], path: Path) -> Path:

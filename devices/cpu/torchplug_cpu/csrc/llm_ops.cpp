@@ -4,6 +4,7 @@
 // views, and torch's thread pool over rows. The arithmetic is in llm_kernels.h, per ISA.
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -54,6 +55,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     kernel(xp + begin * row_bytes, hidden, op + begin * row_bytes, hidden, w.const_data_ptr(), end - begin, hidden,
            static_cast<float>(eps));
   });
+  // The op promises x's layout where x is dense, as empty_like gives (its fake kernel, the Triton kernels).
+  if (!x.is_contiguous() && x.is_non_overlapping_and_dense()) return at::empty_like(x).copy_(out);
   return out;
 }
 
