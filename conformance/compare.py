@@ -107,6 +107,17 @@ def compare(actual: list[Any], expected: list[Any],
     return verdict
 
 
+def zero_signs(actual: list[Any], expected: list[Any]) -> str:
+    """'' when every zero the device gives where the CPU gives one has the CPU's sign, else where not."""
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        if (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and e.is_floating_point()
+                and a.dtype == e.dtype and a.shape == e.shape and e.layout == a.layout == torch.strided):
+            flipped = int(((a == 0) & (e == 0) & (torch.signbit(a) != torch.signbit(e))).sum())
+            if flipped:
+                return f"output {i}: {flipped} zeros have the other sign than the CPU's (0.0 against -0.0)"
+    return ""
+
+
 def _arbitrable(expected: list[Any]) -> bool:
     tensors = [e for e in expected if isinstance(e, torch.Tensor)]
     return bool(tensors) and all(e.dtype in ARBITRATED for e in tensors if e.is_floating_point() or e.is_complex())

@@ -2,6 +2,7 @@
 
 Every mode returns a `Verdict` (compare.py) or raises `Unsupported`/`Skip` (sides.py). The
 semantic modes (alias, layout, errors) live in modules of their own; RUNNERS names them all.
+`edge` is a value mode on variants of the sample (edge_values.py).
 """
 
 import contextlib
@@ -12,7 +13,8 @@ import torch
 from torch.utils._pytree import tree_map
 
 from .alias import alias
-from .compare import Verdict, compare, outputs, statistics
+from .compare import Verdict, compare, outputs, statistics, zero_signs
+from .edge_values import edge_variants
 from .errors import error_cases, errors
 from .layout import layout
 from .opinfo import OpEntry
@@ -30,9 +32,10 @@ def _judge(entry: OpEntry, actual: Any, expected: Any, float64: Callable[[], Any
 
 
 def _run_forward(entry: OpEntry, sample: Any, target: Target, device_op: Callable[..., Any] | None = None,
-                 layout: Callable[[Any], Any] = lambda x: x) -> Verdict:
+                 layout: Callable[[Any], Any] = lambda x: x, signed_zeros: bool = False) -> Verdict:
     """The device runs `device_op` (default: the op itself); the CPU and float64 run the op eagerly.
-    `layout` reshapes the inputs' memory (same values) on both sides."""
+    `layout` reshapes the inputs' memory (same values) on both sides; with `signed_zeros` a zero's
+    sign must be the CPU's too."""
     call = entry.op
     args, kwargs = sample_args(sample)
     expected = on_cpu(target, lambda: call(*layout(detach(args)), **detach(kwargs)))
@@ -45,7 +48,10 @@ def _run_forward(entry: OpEntry, sample: Any, target: Target, device_op: Callabl
     def float64() -> Any:
         with target.reference():
             return call(*widen(args), **widen(kwargs))
-    return _judge(entry, actual, expected, float64)
+    verdict = _judge(entry, actual, expected, float64)
+    if verdict.ok and signed_zeros and (flipped := zero_signs(outputs(host(actual)), outputs(expected))):
+        return Verdict(False, flipped)
+    return verdict
 
 
 def eager(entry: OpEntry, sample: Any, target: Target) -> Verdict:
@@ -63,6 +69,24 @@ def noncontiguous(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     if not any(isinstance(t, torch.Tensor) and t.numel() > 1 for t in outputs(args)):
         raise Skip("no input with more than one element to make non-contiguous")
     return _run_forward(entry, sample, target, layout=spread)
+
+
+def edge(entry: OpEntry, sample: Any, target: Target) -> Verdict:
+    """The sample at the edges of values and shapes (edge_values.py), each variant held to the CPU's
+    results, a zero's sign included. A variant the CPU rejects (an empty input some ops refuse) is not judged."""
+    judged = []
+    for what, variant in edge_variants(sample, writes_input=entry.name.endswith("_")):  # resize_, resize_as_
+        try:
+            verdict = _run_forward(entry, variant, target, signed_zeros=True)
+        except Skip:
+            continue
+        if not verdict.ok:
+            verdict.detail = f"{what}: {verdict.detail}"
+            return verdict
+        judged.append(what)
+    if not judged:
+        raise Skip("the CPU rejects every edge variant of this sample")
+    return Verdict(True, f"judged: {', '.join(judged)}")
 
 
 def _scalar_loss(result: Any) -> torch.Tensor | None:
@@ -151,7 +175,7 @@ def compile(entry: OpEntry, sample: Any, target: Target) -> Verdict:
 
 RUNNERS: dict[str, Callable[[OpEntry, Any, Target], Verdict]] = {
     "eager": eager, "autograd": autograd, "out": out, "noncontiguous": noncontiguous, "compile": compile,
-    "alias": alias, "layout": layout, "errors": errors,
+    "alias": alias, "layout": layout, "errors": errors, "edge": edge,
 }
 
 

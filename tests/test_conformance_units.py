@@ -83,3 +83,48 @@ def test_update_manifest_drops_fixed_entries_and_groups_new_failures():
     assert 'ops = ["exp", "neg"]' in text and 'dtypes = ["float16"]' in text and 'modes = ["eager"]' in text
     assert len(failure_groups(cases)) == 2  # the xpass, and the two failures with one cause
     assert cause("output 0: 3 of 4 differ (max abs 1.5)") == cause("output 1: 7 of 8 differ (max abs 2)")
+
+
+@pytest.mark.parametrize("op, why", [
+    ("aten::transpose.int", "a view op"), ("aten::add_.Tensor", "an in-place op on device memory"),
+    ("aten::bernoulli.p", "a random op"), ("aten::zeros_like", "a factory"),
+    ("aten::add.Tensor", None), ("aten::add.out", None),  # out= writes arguments the caller handed over
+])
+def test_ops_that_must_never_fall_back_are_told_by_their_schema(op, why):
+    from torchplug.conformance.fallback import why_illegal
+
+    assert why_illegal(op) == why
+
+
+def test_fallback_verdicts_and_the_manifests_native_ops(tmp_path):
+    path = tmp_path / "conformance.toml"
+    path.write_text('native = ["aten::mm"]\n\n[[xfail]]\nreason = "known"\nops = ["sum"]\n')
+    manifest = load(path)
+    assert manifest.native == ("aten::mm",)
+
+    def judged(op, status, fallback_ops):
+        result = _result(op, "float32", "eager", status)
+        result.fallback_ops = fallback_ops
+        return manifest.apply(result, "standard")
+
+    assert judged("add", "pass", {}).route == "native"
+    assert judged("add", "pass", {"aten::nonzero": 1}).route == "fallback"
+    illegal = judged("mm", "pass", {"aten::mm": 2})
+    assert (illegal.status, illegal.route) == ("fail", "illegal-fallback")
+    assert illegal.detail.startswith("illegal-fallback: aten::mm is declared native")
+    assert judged("sum", "pass", {"aten::zeros_like": 1}).status == "xfail"  # a known illegal fallback
+    path.write_text('native = ["mm"]\n')
+    with pytest.raises(ManifestError, match="qualified op names"):
+        load(path)
+    path.write_text('nativ = ["aten::mm"]\n')
+    with pytest.raises(ManifestError, match="unknown top-level keys"):
+        load(path)
+
+
+def test_zero_signs_are_held_to_the_cpus():
+    from torchplug.conformance.compare import zero_signs
+
+    cpu = [torch.tensor([0.0, -0.0, 1.0])]
+    assert zero_signs([torch.tensor([0.0, -0.0, 1.0])], cpu) == ""
+    assert "1 zeros have the other sign" in zero_signs([torch.tensor([0.0, 0.0, 1.0])], cpu)
+    assert compare([torch.tensor([0.0, 0.0, 1.0])], cpu).ok  # values alone cannot tell

@@ -1,0 +1,48 @@
+"""Edge variants of a sample, for the `edge` mode: the values and shapes where kernels go wrong.
+
+  edge values   every floating input filled with +0, -0, +inf, -inf, NaN, the smallest subnormal,
+                the largest finite value, and ±1 (repeated over its elements, in this order)
+  empty input   the first input with its first dimension cut to 0
+  0-dim input   the first input's first element as a 0-dim tensor
+
+Variants are built on the CPU, in the sample's own dtype, so the device, the CPU and the float64
+reference all see the same numbers.
+"""
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .compare import outputs
+
+
+def _edge_values(dtype: torch.dtype) -> list[float]:
+    info = torch.finfo(dtype)
+    return [0.0, -0.0, math.inf, -math.inf, math.nan, info.smallest_normal * info.eps, info.max, 1.0, -1.0]
+
+
+def _fill(t: Any) -> Any:
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+        return t
+    pattern = torch.tensor(_edge_values(t.dtype), dtype=t.dtype)
+    values = pattern.repeat(t.numel() // len(pattern) + 1)[:t.numel()].reshape(t.shape)
+    return t.detach().clone().copy_(values).requires_grad_(t.requires_grad)
+
+
+def edge_variants(sample: Any, writes_input: bool = False) -> Iterator[tuple[str, Any]]:
+    """(what the variant is, the variant sample) for each variant that changes something. An op that
+    writes its first input (resize_) gets no shape variants: what it leaves in the memory it grows is undefined."""
+    first = sample.input
+    if any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() for t in outputs(
+            [first, sample.args, sample.kwargs])):
+        yield "edge values", sample.transform(_fill)
+    if isinstance(first, torch.Tensor) and first.dim() >= 1 and first.numel() > 0 and not writes_input:
+        yield "empty input", _with_input(sample, first.detach()[:0].clone())
+        yield "0-dim input", _with_input(sample, first.detach().reshape(-1)[0].clone())
+
+
+def _with_input(sample: Any, new: torch.Tensor) -> Any:
+    return type(sample)(new.requires_grad_(sample.input.requires_grad), args=sample.args, kwargs=sample.kwargs,
+                        output_process_fn_grad=sample.output_process_fn_grad, name=sample.name)
