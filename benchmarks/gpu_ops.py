@@ -81,7 +81,7 @@ def main() -> int:
     import torch.nn.functional as F
 
     from torchplug import dispatcher, ops
-    from torchplug.dispatcher import ops as reference
+    from torchplug.dispatcher import portable as reference
 
     found = gpu_backend(args.emulated)
     if found is None:
@@ -111,14 +111,14 @@ def main() -> int:
 
     cases = [  # name, bytes moved, torchplug op, plain-torch reference, torch's own op (or None)
         ("rms_norm", 2 * x.numel() * element, lambda: ops.rms_norm(x, w, 1e-6),
-         lambda: reference._rms_norm_ref(x, w, 1e-6), lambda: F.rms_norm(x, (hidden,), w, 1e-6)),
+         lambda: reference.rms_norm_ref(x, w, 1e-6), lambda: F.rms_norm(x, (hidden,), w, 1e-6)),
         ("fused_add_rms_norm", 4 * x.numel() * element,
          lambda: torch.ops.torchplug.fused_add_rms_norm_(x, residual, w, 1e-6),
-         lambda: reference._fused_add_rms_norm_ref_(x, residual, w, 1e-6), None),
+         lambda: reference.fused_add_rms_norm_ref_(x, residual, w, 1e-6), None),
         ("silu_and_mul", 3 * x.numel() * element, lambda: ops.silu_and_mul(gated),
-         lambda: reference._silu_and_mul_ref(gated), lambda: silu_mul_torch(gated)),
+         lambda: reference.silu_and_mul_ref(gated), lambda: silu_mul_torch(gated)),
         ("rotary_embedding", 2 * (q.numel() + k.numel()) * element, lambda: ops.rotary_embedding(q, k, cos, sin),
-         lambda: (reference._rotate(q, cos, sin), reference._rotate(k, cos, sin)), None),
+         lambda: (reference.rotate(q, cos, sin), reference.rotate(k, cos, sin)), None),
     ]
     peak, peak_source = peak_bandwidth(device_module, device, sync, repeats, max(1, loops // 4))
     print(f"{name} backend, {device}; peak bandwidth {peak / 1e9:.0f} GB/s ({peak_source})\n")

@@ -10,18 +10,16 @@ machine without a GPU no driver is active, so a stand-in driver claims the emula
 """
 
 import os
-import threading
 from collections.abc import Hashable
 from typing import Any
 
 import torch
 
 from ..entrypoints import TritonArch
-from ..entrypoints.compile_target import CodegenTarget
+from .emulated import EmulatedTarget
 
 VERSION = 1
 MODE_VARIABLE = "TORCHPLUG_EMULATE_INDUCTOR"
-_lock = threading.Lock()
 
 
 def requested(backend: Any) -> TritonArch | None:
@@ -47,51 +45,36 @@ def interpret_if_requested(backend: Any) -> None:
         triton_interpreter.enable()
 
 
-class TritonInterpreterTarget(CodegenTarget):
+class TritonInterpreterTarget(EmulatedTarget):
     name = "triton-interpreter (emulated; slow, for small tests)"
 
     def __init__(self, backend_name: str, device_type: str, arch: TritonArch) -> None:
-        self.backend_name, self.device_type, self.arch = backend_name, device_type, arch
-        self._installed = False
+        super().__init__(device_type)
+        self.backend_name, self.arch = backend_name, arch
 
     def unavailable_reason(self) -> str | None:
         from ..emulation import triton_interpreter
-        from .patches import unsupported_reason
 
         reason = triton_interpreter.unavailable_reason()
-        return f"{MODE_VARIABLE}=triton needs Triton: {reason}" if reason else unsupported_reason()
+        return f"{MODE_VARIABLE}=triton needs Triton: {reason}" if reason else super().unavailable_reason()
 
     def uuid(self) -> Hashable:
         return ("torchplug-triton-interpreter", VERSION, self.backend_name, self.arch)
 
-    def install(self) -> None:
-        with _lock:
-            if self._installed:
-                return
-            from torch._inductor.codegen import common
-            from torch._inductor.codegen.triton import TritonScheduling
+    def prepare(self, module: Any) -> tuple[Any, Any, Any]:
+        from torch._inductor.codegen.triton import TritonScheduling
 
-            from ..emulation import triton_interpreter
-            from ..emulation.hooks import device_module
-            from .device_interface import register_interface
-            from .host import host_op_overrides
-            from .passes import TargetPass
-            from .patches import add_interpreted_device
-            from .wrapper import InterpretedWrapperCodegen
+        from ..emulation import triton_interpreter
+        from .device_interface import register_interface
+        from .patches import add_interpreted_device
+        from .wrapper import InterpretedWrapperCodegen
 
-            triton_interpreter.enable()
-            triton_interpreter.install_libdevice()
-            arch = self.arch.arch
-            module = device_module(self.device_type)
-            add_interpreted_device(self.device_type, _stand_in_driver(module, self.arch.backend, arch,
-                                                                      self.arch.warp_size))
-            register_interface(module, triton_capable=True, capability=arch if isinstance(arch, int) else None)
-            common.register_backend_for_device(
-                self.device_type, TritonScheduling, InterpretedWrapperCodegen, device_custom_pass=TargetPass(self)
-            )
-            common._initialize_device_op_overrides()
-            common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
-            self._installed = True
+        triton_interpreter.enable()
+        triton_interpreter.install_libdevice()
+        arch = self.arch.arch
+        add_interpreted_device(self.device_type, _stand_in_driver(module, self.arch.backend, arch, self.arch.warp_size))
+        register_interface(module, triton_capable=True, capability=arch if isinstance(arch, int) else None)
+        return TritonScheduling, InterpretedWrapperCodegen, None
 
 
 def _stand_in_driver(module: Any, backend: str, arch: int | str, warp_size: int) -> Any:

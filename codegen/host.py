@@ -6,83 +6,34 @@ calls kernels without streams (wrapper.py), Dynamo needs a device interface (dev
 and Inductor must treat the device type as host memory (patches.py).
 """
 
-import threading
 import warnings
 from collections.abc import Hashable
-from textwrap import dedent
 from typing import Any
 
 from .. import TorchplugWarning
-from ..entrypoints.compile_target import CodegenTarget
+from .emulated import EmulatedTarget
 
 VERSION = 1  # bump when the generated code changes: it joins Inductor's cache key
-_lock = threading.Lock()
 
 
-class HostCppTarget(CodegenTarget):
+class HostCppTarget(EmulatedTarget):
     """Inductor's C++ codegen for one emulated device type."""
 
     name = "host-cpp (emulated)"
 
-    def __init__(self, device_type: str) -> None:
-        self.device_type = device_type
-        self._installed = False
-
-    def unavailable_reason(self) -> str | None:
-        from .patches import unsupported_reason
-
-        return unsupported_reason()
-
     def uuid(self) -> Hashable:
         return ("torchplug-host-cpp", VERSION, self.device_type)
 
-    def install(self) -> None:
-        with _lock:
-            if self._installed:
-                return
-            from torch._inductor.codegen import common
-            from torch._inductor.codegen.cpp import CppScheduling
+    def prepare(self, module: Any) -> tuple[Any, Any, Any]:
+        from torch._inductor.codegen.cpp import CppScheduling
 
-            from ..emulation.hooks import device_module
-            from .device_interface import register_interface
-            from .passes import TargetPass
-            from .patches import add_host_device
-            from .wrapper import HostWrapperCodegen
+        from .device_interface import register_interface
+        from .patches import add_host_device
+        from .wrapper import HostWrapperCodegen
 
-            module = device_module(self.device_type)
-            add_host_device(self.device_type)
-            register_interface(module)
-            common.register_backend_for_device(
-                self.device_type, CppScheduling, HostWrapperCodegen, RefusedCppWrapper,
-                device_custom_pass=TargetPass(self),
-            )
-            # torch registers its own cuda/xpu/mps overrides when first asked: let it, then replace.
-            common._initialize_device_op_overrides()
-            common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
-            self._installed = True
-
-
-def host_op_overrides(device_type: str) -> Any:
-    """The snippets Inductor's Python wrapper writes for device and stream handling on an emulated device."""
-    from torch._inductor.codegen.common import DeviceOpOverrides
-
-    class HostDeviceOpOverrides(DeviceOpOverrides):
-        def import_get_raw_stream_as(self, name: str) -> str:
-            return dedent(f"""
-                def {name}(_):
-                    return 0
-                """)
-
-        def set_device(self, device_idx: int) -> str:
-            return "pass"  # the device guard around the kernels made it current
-
-        def synchronize(self) -> str:
-            return "pass"  # host kernels have finished when they return
-
-        def device_guard(self, device_idx: int) -> str:
-            return f"torch.{device_type}.device({device_idx})"
-
-    return HostDeviceOpOverrides()
+        add_host_device(self.device_type)
+        register_interface(module)
+        return CppScheduling, HostWrapperCodegen, RefusedCppWrapper
 
 
 def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:

@@ -6,57 +6,37 @@ library's source is written to a file, and calling the compiled graph raises an 
 """
 
 import hashlib
-import threading
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from ..entrypoints.compile_target import CodegenTarget
+from .emulated import EmulatedTarget
 
 VERSION = 1
-_lock = threading.Lock()
 captured: list[Path] = []  # the Metal sources kept in this process, in order
 
 
-class MetalCaptureTarget(CodegenTarget):
+class MetalCaptureTarget(EmulatedTarget):
     name = "metal-capture (emulated; codegen only, Metal cannot run here)"
     runs_kernels = False
 
     def __init__(self, device_type: str = "mps") -> None:
-        self.device_type = device_type
-        self._installed = False
-
-    def unavailable_reason(self) -> str | None:
-        from .patches import unsupported_reason
-
-        return unsupported_reason()
+        super().__init__(device_type)
 
     def uuid(self) -> Hashable:
         return ("torchplug-metal-capture", VERSION)
 
-    def install(self) -> None:
-        with _lock:
-            if self._installed:
-                return
-            from torch._inductor.codegen import common
-            from torch._inductor.codegen.mps import MetalScheduling
-            from torch._inductor.runtime import runtime_utils
+    def prepare(self, module: Any) -> tuple[Any, Any, Any]:
+        from torch._inductor.codegen.mps import MetalScheduling
+        from torch._inductor.runtime import runtime_utils
 
-            from ..emulation.hooks import device_module
-            from .device_interface import register_interface
-            from .host import host_op_overrides
-            from .passes import TargetPass
-            from .patches import replace_metal_compiler
-            from .wrapper import InterpretedWrapperCodegen
+        from .device_interface import register_interface
+        from .patches import replace_metal_compiler
+        from .wrapper import InterpretedWrapperCodegen
 
-            register_interface(device_module(self.device_type))
-            replace_metal_compiler(runtime_utils, capture_metal_source)
-            common.register_backend_for_device(
-                self.device_type, MetalScheduling, InterpretedWrapperCodegen, device_custom_pass=TargetPass(self)
-            )
-            common._initialize_device_op_overrides()
-            common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
-            self._installed = True
+        register_interface(module)
+        replace_metal_compiler(runtime_utils, capture_metal_source)
+        return MetalScheduling, InterpretedWrapperCodegen, None
 
 
 def capture_metal_source(source: str) -> Any:

@@ -89,6 +89,7 @@ def _torchplug_entries() -> list[OpEntry]:
     from torch.testing._internal.opinfo.core import SampleInput
 
     from .. import ops
+    from ..dispatcher.portable import PUBLIC_OPS
 
     dtypes = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64})
 
@@ -117,13 +118,10 @@ def _torchplug_entries() -> list[OpEntry]:
     def entry(name: str, op: Callable[..., Any], samples: Callable, grad: bool = True) -> OpEntry:
         return OpEntry(f"torchplug.{name}", op, dtypes, dtypes if grad else frozenset(), False, samples)
 
-    return [
-        entry("rms_norm", ops.rms_norm, norm_samples),
-        # fused_add_rms_norm writes its inputs in place: no autograd samples (leaf tensors cannot be)
-        entry("fused_add_rms_norm", ops.fused_add_rms_norm, fused_samples, grad=False),
-        entry("silu_and_mul", ops.silu_and_mul, gated_samples),
-        entry("rotary_embedding", ops.rotary_embedding, rotary_samples),
-    ]
+    samples = {"rms_norm": norm_samples, "fused_add_rms_norm": fused_samples, "silu_and_mul": gated_samples,
+               "rotary_embedding": rotary_samples}
+    # fused_add_rms_norm writes its inputs in place: no autograd samples (leaf tensors cannot be)
+    return [entry(name, getattr(ops, name), samples[name], grad=name != "fused_add_rms_norm") for name in PUBLIC_OPS]
 
 
 @functools.cache

@@ -3,6 +3,7 @@
 import re
 from dataclasses import dataclass
 
+from ..dispatcher.portable import PUBLIC_OPS
 from .cases import MODES
 
 TIERS = ("smoke", "standard", "full")
@@ -17,7 +18,7 @@ SMOKE_OPS = (
     "gather", "scatter", "masked_fill", "topk", "sort", "nn.functional.relu", "nn.functional.gelu",
     "nn.functional.silu", "nn.functional.layer_norm", "nn.functional.linear", "nn.functional.conv2d",
     "nn.functional.embedding", "nn.functional.cross_entropy", "nn.functional.dropout", "zeros_like", "arange",
-    "torchplug.rms_norm", "torchplug.silu_and_mul", "torchplug.fused_add_rms_norm", "torchplug.rotary_embedding",
+    *(f"torchplug.{op}" for op in PUBLIC_OPS),
 )
 # torch.compile costs seconds per graph (and each worker imports Inductor once), so the smaller
 # tiers compile a sample of ops: smoke compiles one fused reduction.

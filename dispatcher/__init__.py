@@ -9,8 +9,9 @@ from ..lazy import lazy_exports
 __all__, _MODULE_OF, __getattr__ = lazy_exports(__name__, {
     "coverage_table": ("Coverage", "coverage"),
     "fallback": ("enable_fallback", "fallback_stats", "reset_fallback_stats", "set_fallback_policy"),
+    "ops_ready": ("when_torchplug_ops_defined",),
     "registry": ("Registration", "RegistrationError", "kernel", "register", "registrations", "resolve_schema",
-                 "unregister", "when_torchplug_ops_defined"),
+                 "unregister"),
     "routes": ("Route", "route"),
     "result_check": ("KernelResultError",),
     "tracing": ("Trace", "TraceEvent", "trace"),

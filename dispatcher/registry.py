@@ -183,34 +183,6 @@ def unregister(registration: Registration) -> None:
         _install(registration.op, registration.backend, spec.dispatch_key, registration.dtypes)
 
 
-_ops_defined = False
-_waiting_for_ops: list[Callable[[], Any]] = []
-
-
-def when_torchplug_ops_defined(register_kernels: Callable[[], Any]) -> None:
-    """Call `register_kernels` once torchplug's own ops exist: now, or when torchplug.ops is imported.
-
-    Defining them costs ~10 ms, so a backend registering kernels for them at autoload waits
-    instead of importing them inside ``import torch``. Callbacks run outside the registry's lock
-    (they take their own locks, then this one, through `register`).
-    """
-    with _lock:
-        if not _ops_defined:
-            _waiting_for_ops.append(register_kernels)
-            return
-    register_kernels()
-
-
-def _torchplug_ops_defined() -> None:
-    global _ops_defined
-    with _lock:
-        _ops_defined = True
-        waiting = _waiting_for_ops[:]
-        _waiting_for_ops.clear()
-    for register_kernels in waiting:
-        register_kernels()
-
-
 def kernel(op: str | torch._ops.OpOverload, *, backend: str, dtypes: Iterable[torch.dtype] | None = None,
            priority: int = 0) -> Callable[[KernelT], KernelT]:
     """Decorator form of `register`."""

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ..dispatcher.ops import _check_gated, _silu_and_mul_backward_ref
+from ..dispatcher.portable import check_gated, silu_and_mul_backward_ref
 from .launch import LaunchConfig, next_power_of_2
 from .layout import one_device, read_rows, written_rows
 from .rounding import to_dtype
@@ -57,7 +57,7 @@ def _grid_and_options(rows: int, half: int, element_bytes: int, config: LaunchCo
 
 
 def silu_and_mul(x: Tensor, config: LaunchConfig) -> Tensor:
-    _check_gated(x)
+    check_gated(x)
     half = x.shape[-1] // 2
     out = torch.empty((*x.shape[:-1], half), dtype=x.dtype, device=x.device)
     if not out.numel():
@@ -71,7 +71,7 @@ def silu_and_mul(x: Tensor, config: LaunchConfig) -> Tensor:
 def silu_and_mul_backward(grad: Tensor, x: Tensor, config: LaunchConfig) -> Tensor:
     half = x.shape[-1] // 2
     if not x.numel() or grad.shape != (*x.shape[:-1], half) or not one_device(grad, x):
-        return _silu_and_mul_backward_ref(grad, x)
+        return silu_and_mul_backward_ref(grad, x)
     dx = torch.empty_like(x)
     x_rows, g_rows = read_rows(x), grad.reshape(-1, half)
     grid, block, options = _grid_and_options(x_rows.shape[0], half, x.element_size(), config)

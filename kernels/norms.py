@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ..dispatcher.ops import _check_norm_args, _check_residual_args, _fused_add_rms_norm_ref_, _rms_norm_ref
+from ..dispatcher.portable import check_norm_args, check_residual_args, fused_add_rms_norm_ref_, rms_norm_ref
 from .launch import LaunchConfig
 from .layout import one_device, read_rows, written_rows
 from .rounding import to_dtype
@@ -80,9 +80,9 @@ def _launch(x: Tensor, residual: Tensor, weight: Tensor, out: Tensor, eps: float
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float, config: LaunchConfig) -> Tensor:
-    _check_norm_args("rms_norm", x, weight)
+    check_norm_args("rms_norm", x, weight)
     if not one_device(x, weight):
-        return _rms_norm_ref(x, weight, eps)
+        return rms_norm_ref(x, weight, eps)
     out = torch.empty_like(x)  # x's layout where it is dense, as the reference and the fake kernel give
     if out.numel():
         rows = read_rows(x)
@@ -92,9 +92,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float, config: LaunchConfig) -> Ten
 
 
 def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float, config: LaunchConfig) -> None:
-    _check_residual_args(x, residual, weight)
+    check_residual_args(x, residual, weight)
     if x.dtype != residual.dtype or not one_device(x, residual, weight):
-        _fused_add_rms_norm_ref_(x, residual, weight, eps)
+        fused_add_rms_norm_ref_(x, residual, weight, eps)
         return
     if x.numel():
         with written_rows(x) as x_rows, written_rows(residual) as res_rows:
@@ -104,11 +104,11 @@ def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
 def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
                        config: LaunchConfig) -> tuple[Tensor, Tensor]:
     """The functional form: x is only read, the sum goes to a copy of residual, the result to a new tensor."""
-    _check_residual_args(x, residual, weight)
+    check_residual_args(x, residual, weight)
     summed = residual.clone()
     if x.dtype != residual.dtype or not one_device(x, residual, weight):
         out = x.clone()
-        _fused_add_rms_norm_ref_(out, summed, weight, eps)
+        fused_add_rms_norm_ref_(out, summed, weight, eps)
         return out, summed
     out = torch.empty_like(x)
     if x.numel():

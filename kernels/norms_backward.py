@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ..dispatcher.ops import _rms_norm_backward_ref
+from ..dispatcher.portable import rms_norm_backward_ref
 from .launch import LaunchConfig
 from .layout import one_device, read_rows, written_rows
 from .rounding import to_dtype
@@ -82,7 +82,7 @@ def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float, grad_
     extra = () if grad_residual is None else (grad_residual,)
     if (not x.numel() or not one_device(grad, x, weight, *extra)
             or any(t.shape != x.shape for t in (grad, *extra))):
-        return _rms_norm_backward_ref(grad, x, weight, eps, grad_residual)
+        return rms_norm_backward_ref(grad, x, weight, eps, grad_residual)
     hidden = x.shape[-1]
     x_rows, g_rows = read_rows(x), read_rows(grad)
     rg_rows = read_rows(grad_residual) if grad_residual is not None else g_rows  # unread without HAS_RES_GRAD

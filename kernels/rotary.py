@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ..dispatcher.ops import _check_rotary, _rotate
+from ..dispatcher.portable import check_rotary, rotate
 from .launch import LaunchConfig, next_power_of_2
 from .layout import one_device
 from .rounding import to_dtype
@@ -54,7 +54,7 @@ def _rotate_with_kernel(x: Tensor, cos: Tensor, sin: Tensor, config: LaunchConfi
 
 
 def rotary_embedding(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, config: LaunchConfig) -> tuple[Tensor, Tensor]:
-    _check_rotary(q, k, cos, sin)
+    check_rotary(q, k, cos, sin)
     if not one_device(q, k, cos, sin):
-        return _rotate(q, cos, sin), _rotate(k, cos, sin)  # the reference, which raises torch's error
+        return rotate(q, cos, sin), rotate(k, cos, sin)  # the reference, which raises torch's error
     return _rotate_with_kernel(q, cos, sin, config), _rotate_with_kernel(k, cos, sin, config)

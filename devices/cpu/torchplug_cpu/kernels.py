@@ -27,6 +27,8 @@ from types import ModuleType
 
 import torch
 
+from torchplug.dispatcher.portable import KERNEL_OPS
+
 ISA_ENV = "TORCHPLUG_CPU_ISA"
 FP32_ENV = "TORCHPLUG_CPU_FP32"
 FP32_ROUTES = ("auto", "onednn", "stock")
@@ -39,7 +41,8 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 CFLAGS = ["-fopenmp"]
 TARGET_PRAGMA_SOURCES = ("isa_avx2.cpp", "isa_avx512.cpp", "isa_avx512emu.cpp")
 GEMM_OPS = ("mm", "mm.out", "bmm", "bmm.out", "addmm", "addmm.out", "addmm_", "baddbmm", "baddbmm.out", "baddbmm_")
-LLM_OPS = ("rms_norm", "fused_add_rms_norm_", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding")
+# Its C++ has a kernel for each portable op but the backward ones, which keep torchplug's reference.
+LLM_OPS = tuple(op for op in KERNEL_OPS if not op.endswith("_backward"))
 LLM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
 
 _lock = threading.RLock()

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchplug.dispatcher import ops as reference
+from torchplug.dispatcher import portable as reference
 
 METAL = Path(__file__).resolve().parent / "metal"
 TYPE_NAMES = {torch.float32: "float", torch.float16: "half", torch.bfloat16: "bfloat"}
@@ -61,9 +61,9 @@ def _row_launch(rows: int) -> dict[str, list[int]]:
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    reference._check_norm_args("rms_norm", x, weight)
+    reference.check_norm_args("rms_norm", x, weight)
     if not _one_device(x, weight):
-        return reference._rms_norm_ref(x, weight, eps)
+        return reference.rms_norm_ref(x, weight, eps)
     out = torch.empty_like(x)
     if out.numel():
         rows = _rows(x)
@@ -74,9 +74,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 
 
 def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
-    reference._check_residual_args(x, residual, weight)
+    reference.check_residual_args(x, residual, weight)
     if x.dtype != residual.dtype or not _one_device(x, residual, weight):
-        reference._fused_add_rms_norm_ref_(x, residual, weight, eps)
+        reference.fused_add_rms_norm_ref_(x, residual, weight, eps)
         return
     if not x.numel():
         return
@@ -99,7 +99,7 @@ def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float,
     extra = () if grad_residual is None else (grad_residual,)
     if (not x.numel() or not _one_device(grad, x, weight, *extra)
             or any(t.shape != x.shape or t.dtype != x.dtype for t in (grad, *extra))):
-        return reference._rms_norm_backward_ref(grad, x, weight, eps, grad_residual)
+        return reference.rms_norm_backward_ref(grad, x, weight, eps, grad_residual)
     x_rows, g_rows = _rows(x), _rows(grad)
     rows, hidden = x_rows.shape
     dx, inv_rms = torch.empty_like(x), torch.empty(rows, dtype=torch.float32, device=x.device)
@@ -115,7 +115,7 @@ def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float,
 
 
 def silu_and_mul(x: Tensor) -> Tensor:
-    reference._check_gated(x)
+    reference.check_gated(x)
     half = x.shape[-1] // 2
     out = torch.empty((*x.shape[:-1], half), dtype=x.dtype, device=x.device)
     if out.numel():
@@ -126,7 +126,7 @@ def silu_and_mul(x: Tensor) -> Tensor:
 def silu_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     if not x.numel() or grad.shape != (*x.shape[:-1], half) or grad.dtype != x.dtype or not _one_device(grad, x):
-        return reference._silu_and_mul_backward_ref(grad, x)
+        return reference.silu_and_mul_backward_ref(grad, x)
     dx = torch.empty_like(x)
     with _contiguous(dx) as dx_rows:
         _kernel("activations", "silu_and_mul_grad", x.dtype)(grad.contiguous(), _rows(x), dx_rows, half,
@@ -145,9 +145,9 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 def rotary_embedding(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
-    reference._check_rotary(q, k, cos, sin)
+    reference.check_rotary(q, k, cos, sin)
     if not _one_device(q, k, cos, sin):
-        return reference._rotate(q, cos, sin), reference._rotate(k, cos, sin)
+        return reference.rotate(q, cos, sin), reference.rotate(k, cos, sin)
     cos, sin = _float32(cos), _float32(sin)
     return _rotate(q, cos, sin), _rotate(k, cos, sin)
 
