@@ -11,7 +11,8 @@ therefore load on first access.
 from ..lazy import lazy_exports
 
 __all__, _MODULE_OF, __getattr__ = lazy_exports(__name__, {
-    "attach": ("Attachment", "attached", "status_for"),
+    "attach": ("status_for",),
+    "attachment": ("Attachment", "attached"),
     "config": ("EmulationConfig", "EmulationConfigError"),
     "runtime": ("EmulationNotice", "ensure"),
 })

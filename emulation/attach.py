@@ -6,46 +6,18 @@ loaded on first device use (runtime.py).
 """
 
 import threading
-from dataclasses import dataclass
-
 import torch
 
 from .. import warn
-from ..entrypoints import DeviceProfile
 from ..entrypoints.spec import NATIVE_DISPATCH_KEYS
+from .attachment import Attachment, attached, record
 from .config import EmulationConfigError, current, requested_names
 
 _SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
 
 
-@dataclass(frozen=True)
-class Attachment:
-    """One backend served by the emulated runtime."""
-
-    backend: str  # torchplug backend name, e.g. "rocm"
-    device_type: str  # torch device type, e.g. "cuda"
-    dispatch_key: str  # "CUDA", "XPU", "MPS" or "PrivateUse1"
-    count: int
-    capacities: tuple[int, ...]  # bytes per device, 0 = unlimited
-    refused_dtypes: frozenset[torch.dtype]  # standard dtypes the backend does not declare
-    profile: DeviceProfile  # the backend's own: label, emulated shape, ...
-
-    @property
-    def label(self) -> str:
-        return self.profile.label or self.backend
-
-    @property
-    def device_name(self) -> str:
-        return f"torchplug emulated {self.label} (host memory)"
-
-
 _lock = threading.Lock()
-_attached: dict[str, Attachment] = {}  # by torch device type, in attach order
 _declined: dict[str, str] = {}  # backend name -> why TORCHPLUG_EMULATE was not honoured
-
-
-def attached() -> dict[str, Attachment]:
-    return dict(_attached)
 
 
 def _build_has_runtime(device_type: str) -> str | None:
@@ -120,8 +92,8 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         if not config.forced(name) and _native_works(backend):
             _decline(name, "real hardware is present and native wins; set TORCHPLUG_EMULATE_FORCE=1 to emulate anyway")
             return None
-        if spec.device_type in _attached:
-            other = _attached[spec.device_type].backend
+        if spec.device_type in attached():
+            other = attached()[spec.device_type].backend
             _decline(name, f"backend {other!r} already emulates the {spec.device_type!r} device type")
             return None
         count = config.device_count(name)
@@ -137,7 +109,7 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         from .hooks import install
 
         install(attachment)
-        _attached[spec.device_type] = attachment
+        record(attachment)
         return attachment
 
 
@@ -151,7 +123,7 @@ def _native_works(backend) -> bool:
 def status_for(backend) -> tuple[str, str] | None:
     """(mode, reason) when TORCHPLUG_EMULATE concerns `backend`, else None (its native probe decides)."""
     name, device_type = backend.spec.name, backend.spec.device_type
-    attachment = _attached.get(device_type)
+    attachment = attached().get(device_type)
     if attachment is not None and attachment.backend == name:
         hooks = (
             "; torch's CUDA hooks become torchplug's on first use (this torch has no CUDA runtime), "

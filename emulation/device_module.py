@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from . import runtime
-from .attach import Attachment
+from .attachment import Attachment
 from .streams import DEVICE_TYPE_IDS, stream_classes
 
 Device = int | str | torch.device | None

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from .attach import Attachment
+from .attachment import Attachment
 
 _lock = threading.Lock()
 _modules: dict[str, Any] = {}  # device type -> DeviceModule
@@ -198,6 +198,9 @@ def _install_mps_stub() -> None:
 
     stub.fallback(first_mps_op, dispatch_key="MPS")
     _mps_stub = stub
+    from . import runtime
+
+    runtime.before_configure("MPS", drop_mps_stub)  # the C++ fallback takes the MPS key over from the stub
 
 
 def drop_mps_stub() -> None:

@@ -10,12 +10,13 @@ import ctypes
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
 
 from .. import TorchplugWarning, warn
-from .attach import Attachment, attached
+from .attachment import Attachment, attached
 from .config import current
 
 _lock = threading.RLock()
@@ -23,6 +24,7 @@ _ext: ModuleType | None = None
 _failure: BaseException | None = None
 _configured: set[str] = set()  # device types
 _pending_seeds: dict[str, dict[int, int]] = {}  # device type -> {index or -1 for all: seed}
+_before_configure: dict[str, Callable[[], None]] = {}  # dispatch key -> what to run before configuring it
 
 
 class EmulationNotice(TorchplugWarning):
@@ -63,11 +65,14 @@ def ensure() -> ModuleType:
         return _ext
 
 
-def _configure(ext: ModuleType, a: Attachment) -> None:
-    from . import hooks
+def before_configure(dispatch_key: str, callback: Callable[[], None]) -> None:
+    """Run `callback` just before the C++ runtime takes `dispatch_key` over (hooks.py drops its stub then)."""
+    _before_configure[dispatch_key] = callback
 
-    if a.dispatch_key == "MPS":
-        hooks.drop_mps_stub()  # the C++ fallback takes the MPS key over from the Python stub
+
+def _configure(ext: ModuleType, a: Attachment) -> None:
+    if callback := _before_configure.pop(a.dispatch_key, None):
+        callback()
     refused = sorted(str(d).removeprefix("torch.") for d in a.refused_dtypes)
     ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend)
     if a.dispatch_key == "PrivateUse1":

@@ -1,8 +1,10 @@
 """The benchmark scripts' shared report: noisy figures are marked, a FAIL exits non-zero, --json holds the context."""
 
 import argparse
+import ast
 import importlib.util
 import json
+import re
 import sys
 
 import pytest
@@ -53,9 +55,18 @@ def test_a_failed_verdict_makes_the_exit_status_non_zero_and_the_json_says_why(t
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_every_benchmark_takes_json_and_documents_its_verdicts(script):
+def test_every_benchmark_takes_json_and_its_help_states_the_targets_its_code_holds(script):
+    # Each numeric *TARGET* constant the verdicts compare against must be the figure --help states,
+    # so a target changed in code and not in the docs (or the other way round) fails here.
     result = run_process([sys.executable, BENCHMARKS / script, "--help"], env=clean_env())
-    assert "--json PATH" in result.stdout and "Verdict" in result.stdout
+    assert "--json PATH" in result.stdout
+    verdicts = result.stdout[result.stdout.index("Verdict"):]
+    targets = {node.targets[0].id: node.value.value for node in ast.parse((BENCHMARKS / script).read_text()).body
+               if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+               and "TARGET" in node.targets[0].id and isinstance(node.value, ast.Constant)
+               and isinstance(node.value.value, float)}
+    stated = {float(n) for n in re.findall(r"(?<![\w.])(\d+\.\d+)", verdicts)}
+    assert {name: value for name, value in targets.items() if value not in stated} == {}
 
 
 def test_emulation_benchmark_writes_its_figures_and_exits_by_its_verdicts(tmp_path):

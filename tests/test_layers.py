@@ -120,12 +120,6 @@ def test_the_core_never_imports_a_plugin():
     assert plugins == [], "the core asks a plugin's Backend instead of importing the plugin"
 
 
-# The one cycle between modules left: the emulated runtime configures devices through its hooks,
-# whose Python patches start the runtime on first use. Remove it from here when it is broken.
-KNOWN_MODULE_CYCLES = [["torchplug.emulation.attach", "torchplug.emulation.device_module",
-                        "torchplug.emulation.hooks", "torchplug.emulation.runtime"]]
-
-
 def _module_cycles() -> list[list[str]]:
     """Groups of torchplug modules that import each other, directly or through others (Tarjan's SCCs)."""
     files = {".".join(["torchplug", *_module_name(p)]): p for p in PACKAGE.rglob("*.py")}
@@ -163,5 +157,5 @@ def _module_cycles() -> list[list[str]]:
     return sorted(groups)
 
 
-def test_no_new_cycle_between_modules():
-    assert _module_cycles() == KNOWN_MODULE_CYCLES
+def test_no_cycle_between_modules():
+    assert _module_cycles() == []

@@ -1,0 +1,47 @@
+"""Attachment: one backend served by the emulated runtime, and the record of every attached one.
+
+A module of its own, below the runtime, its hooks and its device modules, which all read it;
+attach.py decides what to attach.
+"""
+
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from ..entrypoints import DeviceProfile
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One backend served by the emulated runtime."""
+
+    backend: str  # torchplug backend name, e.g. "rocm"
+    device_type: str  # torch device type, e.g. "cuda"
+    dispatch_key: str  # "CUDA", "XPU", "MPS" or "PrivateUse1"
+    count: int
+    capacities: tuple[int, ...]  # bytes per device, 0 = unlimited
+    refused_dtypes: frozenset[torch.dtype]  # standard dtypes the backend does not declare
+    profile: DeviceProfile  # the backend's own: label, emulated shape, ...
+
+    @property
+    def label(self) -> str:
+        return self.profile.label or self.backend
+
+    @property
+    def device_name(self) -> str:
+        return f"torchplug emulated {self.label} (host memory)"
+
+
+_lock = threading.Lock()
+_attached: dict[str, Attachment] = {}  # by torch device type, in attach order
+
+
+def attached() -> dict[str, Attachment]:
+    with _lock:
+        return dict(_attached)
+
+
+def record(attachment: Attachment) -> None:
+    with _lock:
+        _attached[attachment.device_type] = attachment
