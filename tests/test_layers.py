@@ -8,9 +8,12 @@ the importing file and line.
 """
 
 import ast
+import importlib
 from pathlib import Path
 
+import pytest
 import torchplug
+from conftest import REAL_PLUGINS
 
 PACKAGE = Path(torchplug.__file__).parent  # the installed package: what users import
 CONTRACT = "entrypoints"
@@ -18,13 +21,13 @@ CLI = "cli"
 RUNTIME = ("dispatcher", "emulation", "codegen", "distributed", "conformance", "kernels")
 
 
-def _module_name(path: Path) -> list[str]:
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+def _module_name(path: Path, root: Path = PACKAGE) -> list[str]:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
-def _imports(source: str, package: list[str]) -> list[tuple[str, int]]:
-    """Every module `source` (a module of torchplug.<package>) imports, absolute, with its line;
+def _imports(source: str, package: list[str], top: str = "torchplug") -> list[tuple[str, int]]:
+    """Every module `source` (a module of <top>.<package>) imports, absolute, with its line;
     `from x import y` also yields x.y, which is how a submodule y is imported."""
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -32,7 +35,7 @@ def _imports(source: str, package: list[str]) -> list[tuple[str, int]]:
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = ["torchplug", *package[: len(package) - node.level + 1]]
+                base = [top, *package[: len(package) - node.level + 1]]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
@@ -41,9 +44,10 @@ def _imports(source: str, package: list[str]) -> list[tuple[str, int]]:
     return found
 
 
-def _file_imports(path: Path) -> list[tuple[str, int]]:
-    package = _module_name(path) if path.name == "__init__.py" else _module_name(path)[:-1]
-    return _imports(path.read_text(), package)
+def _file_imports(path: Path, root: Path = PACKAGE) -> list[tuple[str, int]]:
+    """`path`'s imports, with relative ones resolved inside the package at `root`."""
+    name = _module_name(path, root)
+    return _imports(path.read_text(), name if path.name == "__init__.py" else name[:-1], root.name)
 
 
 def _unit(module: str) -> str | None:
@@ -120,12 +124,12 @@ def test_the_core_never_imports_a_plugin():
     assert plugins == [], "the core asks a plugin's Backend instead of importing the plugin"
 
 
-def _module_cycles() -> list[list[str]]:
-    """Groups of torchplug modules that import each other, directly or through others (Tarjan's SCCs)."""
-    files = {".".join(["torchplug", *_module_name(p)]): p for p in PACKAGE.rglob("*.py")}
+def _module_cycles(root: Path = PACKAGE) -> list[list[str]]:
+    """Groups of the package's modules that import each other, directly or through others (Tarjan's SCCs)."""
+    files = {".".join([root.name, *_module_name(p, root)]): p for p in root.rglob("*.py")}
     edges: dict[str, set[str]] = {}
     for name, path in files.items():
-        for module, _ in _file_imports(path):
+        for module, _ in _file_imports(path, root):
             while module and module not in files:  # `from pkg.mod import name` names pkg.mod
                 module = module.rpartition(".")[0]
             if module and module != name and not name.startswith(module + "."):  # a package's own __init__
@@ -157,5 +161,6 @@ def _module_cycles() -> list[list[str]]:
     return sorted(groups)
 
 
-def test_no_cycle_between_modules():
-    assert _module_cycles() == []
+@pytest.mark.parametrize("package", ["torchplug", *(f"torchplug_{name}" for name in REAL_PLUGINS)])
+def test_no_cycle_between_modules(package):
+    assert _module_cycles(Path(importlib.import_module(package).__file__).parent) == []

@@ -12,6 +12,7 @@ first imported, not inside ``import torch``. Passes the user set before are kept
 """
 
 import threading
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -22,23 +23,22 @@ from torchplug.codegen.imports import after_import
 _CONFIG = "torch._inductor.config"
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
 _lock = threading.Lock()
-_armed = False
+_kernels_loaded: Callable[[], bool] | None = None  # kernels.loaded: whether the GEMM ops are registered now
 
 
-def install_when_inductor_loads() -> None:
-    """Install the pass into Inductor's config now if it is imported, else right after it is."""
-    global _armed
+def install_when_inductor_loads(kernels_loaded: Callable[[], bool]) -> None:
+    """Install the pass into Inductor's config now if it is imported, else right after it is.
+    `kernels_loaded` tells the pass whether torchplug-cpu's GEMM ops are registered when it runs."""
+    global _kernels_loaded
     with _lock:
-        if _armed:
+        if _kernels_loaded is not None:
             return
-        _armed = True
+        _kernels_loaded = kernels_loaded
     after_import(_CONFIG, _install, "torchplug-cpu's Inductor pass (compiled fp16 GEMMs under cpp_wrapper run torch's kernels)")
 
 
 def _install(config: ModuleType) -> None:
     from torch._inductor.custom_graph_pass import CustomGraphPass, get_custom_graph_passes
-
-    from . import kernels
 
     class Fp16GemmPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
@@ -47,7 +47,7 @@ def _install(config: ModuleType) -> None:
         def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
             from torch._inductor.virtualized import V
 
-            return ("torchplug-cpu-fp16-gemm", 2, kernels.loaded(), V.aot_compilation)
+            return ("torchplug-cpu-fp16-gemm", 2, _kernels_loaded(), V.aot_compilation)
 
     _register_fake_kernels()
     # Inductor runs a list of post-grad passes in order: any the user set stay, unchanged, first.
@@ -62,9 +62,7 @@ def rewrite_fp16_gemms(graph: torch.fx.Graph) -> int:
     """
     from torch._inductor.virtualized import V
 
-    from . import kernels
-
-    if not kernels.loaded() or V.aot_compilation:
+    if _kernels_loaded is None or not _kernels_loaded() or V.aot_compilation:
         return 0
     targets = {getattr(torch.ops.aten, name).default: getattr(torch.ops.torchplug_cpu, name).default for name in _GEMMS}
     rewritten = 0

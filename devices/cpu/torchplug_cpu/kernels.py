@@ -93,7 +93,7 @@ def load(build: bool = True) -> ModuleType | None:
         when_torchplug_ops_defined(_register_llm_ops)
         from .inductor import install_when_inductor_loads
 
-        install_when_inductor_loads()
+        install_when_inductor_loads(loaded)
         return _extension
 
 
