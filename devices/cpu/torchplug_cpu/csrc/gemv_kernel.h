@@ -50,7 +50,9 @@ struct Gemv {
 
   template <int R>
   static void dots(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
-    constexpr int Q = R <= 2 ? 4 : 2;  // R x Q accumulators fit the registers with room for loads
+    // R x Q accumulators fit the registers with room for loads; one row streams 8 columns where there
+    // are 32 vector registers (AVX-512): more loads in flight for a product bound by memory.
+    constexpr int Q = R == 1 && W == 16 ? 8 : R <= 2 ? 4 : 2;
     int64_t j = 0;
     for (; j + Q <= n; j += Q) dot_block<R, Q>(a, b + j * cs, cs, k, sums + j, ld);
     for (; j < n; ++j) dot_block<R, 1>(a, b + j * cs, cs, k, sums + j, ld);
