@@ -7,6 +7,7 @@
 #pragma once
 
 constexpr int64_t kMaxRows = 4;  // keep in step with kSkinnyRows in gemm.cpp
+constexpr int64_t kHalvesPerLine = 32;  // fp16 elements in a 64-byte cache line
 
 template <class I>
 struct Gemv {
@@ -30,6 +31,11 @@ struct Gemv {
       for (int r = 0; r < R; ++r)
         for (int q = 0; q < Q; ++q) part[r][q] = I::zero();
       for (; kk < slice_end; kk += W) {
+        // Once per 64-byte line, the next Q columns' same offset: a large weight streams from
+        // memory, and its lines are on their way before the block reaches them (a prefetch past
+        // B's end is harmless).
+        if (kk % kHalvesPerLine == 0)
+          for (int q = 0; q < Q; ++q) __builtin_prefetch(b + (q + Q) * cs + kk, 0, 0);
         V bv[Q];
         for (int q = 0; q < Q; ++q) bv[q] = I::load(b + q * cs + kk);
         for (int r = 0; r < R; ++r) {
