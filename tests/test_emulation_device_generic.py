@@ -8,11 +8,16 @@ refuse), a crash on a conj-bit CPU scalar, and a sparse result refused with an e
 neither the op nor a way out.
 """
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
-from conftest import run_python
+from conftest import clean_env, run_process, run_python
 from emulation_helpers import CHECKS, run_json
 
+SWEEP = Path(__file__).with_name("stub_sweep.py")
 SETTINGS = {"TORCHPLUG_EMULATE": "xpu,cuda"}
 
 SESSION = CHECKS + '''
@@ -44,6 +49,21 @@ def stubs():
             "conj_physical_": torch.equal(d.cpu(), c.conj_physical()),
             "svd": torch.allclose(outs[1].cpu(), torch.svd(c).S, atol=1e-5)}
 check("stubs", stubs)
+
+def integer_exponents_and_windows():
+    """Composites that reach a DispatchStub only with an integer argument (ldexp) or as a factory."""
+    x, e = torch.randn(3, 4), torch.randint(-3, 4, (3, 4))
+    out = torch.empty(0, device="xpu")
+    torch.ldexp(x.to("xpu"), e.to("xpu"), out=out)
+    in_place = x.to("xpu").ldexp_(e.to("xpu"))
+    windows = [torch.kaiser_window(7, device="xpu"), torch.kaiser_window(7, False, device="xpu"),
+               torch.kaiser_window(7, True, 3.0, dtype=torch.float64, device="xpu")]
+    want = [torch.kaiser_window(7), torch.kaiser_window(7, False), torch.kaiser_window(7, True, 3.0, dtype=torch.float64)]
+    return {"ldexp": torch.equal(torch.ldexp(x.to("xpu"), e.to("xpu")).cpu(), torch.ldexp(x, e)),
+            "ldexp_out": torch.equal(out.cpu(), torch.ldexp(x, e)),
+            "ldexp_": torch.equal(in_place.cpu(), x.clone().ldexp_(e)),
+            "kaiser_window": all(w.device.type == "xpu" and torch.equal(w.cpu(), c) for w, c in zip(windows, want))}
+check("integer_exponents_and_windows", integer_exponents_and_windows)
 
 def ctc_on_cuda():
     """ctc_loss asks the CUDA-only _use_cudnn_ctc_loss on a 'cuda' device."""
@@ -80,6 +100,9 @@ check("out_dtype_refused", lambda: torch.mm(torch.ones(2, 2, device="cuda"), tor
 def sparse():
     torch.randn(3, 3, device="xpu").to_sparse()
 check("sparse", sparse)
+for layout in ("to_sparse", "to_sparse_csr", "to_sparse_csc"):
+    check(f"sparse_move_{layout}", lambda layout=layout: str(getattr(torch.eye(3), layout)().to("xpu").layout))
+check("histc_long", lambda: torch.histc(torch.tensor([1, 2, 2]).to("xpu"), bins=3))
 print(json.dumps(RESULTS, default=str))
 '''
 
@@ -118,6 +141,25 @@ def test_dispatch_stub_composites_run(session):
     assert record["value"] == {"mode": True, "conj_physical_": True, "svd": True}
 
 
+def test_ldexp_with_an_integer_exponent_and_kaiser_window_run_on_the_host_path(session):
+    """TorchCTS found both hitting DispatchStub's internal assert ("An unexpected device type was provided xpu")."""
+    record = session["integer_exponents_and_windows"]
+    assert record["ok"], record
+    assert record["value"] == {"ldexp": True, "ldexp_out": True, "ldexp_": True, "kaiser_window": True}
+
+
+@pytest.mark.parametrize("device", ["xpu", "mps"])
+def test_no_composite_kernel_reaches_a_dispatch_stub(device):
+    """tests/stub_sweep.py calls every composite-only ATen op with schema-made arguments in float,
+    integer and bool profiles on the emulated device: none may end in a DispatchStub assertion."""
+    result = run_process([sys.executable, SWEEP, "--device", device], check=False,
+                         env=clean_env(TORCHPLUG_EMULATE=device), cwd="/")
+    found = json.loads(result.stdout)
+    assert found["stub"] == {}, found["stub"]
+    ran = int(result.stderr.split(" of ")[0].split()[-1])
+    assert ran > 900, result.stderr[-2000:]  # the argument guesses still reach most ops
+
+
 def test_ctc_loss_on_emulated_cuda_skips_cudnn(session):
     assert session["ctc_on_cuda"] == {"ok": True, "value": True}, session["ctc_on_cuda"]
 
@@ -151,3 +193,20 @@ def test_sparse_results_are_refused_by_name_with_the_workaround(session):
     assert not record["ok"] and record["error"] == "NotImplementedError", record
     for part in ("aten::_to_sparse", "xpu:0", "docs/emulation.md", "x.cpu().to_sparse()"):
         assert part in record["message"], (part, record["message"])
+
+
+@pytest.mark.parametrize("layout", ["to_sparse", "to_sparse_csr", "to_sparse_csc"])
+def test_sparse_tensors_are_refused_when_they_move_to_the_device(session, layout):
+    """TorchCTS: a CSR tensor moved to the device, then every op on it failed ('SparseCsrXPU' backend)."""
+    record = session[f"sparse_move_{layout}"]
+    assert not record["ok"] and record["error"] == "NotImplementedError", record
+    for part in ("aten::_to_copy", "cannot move to xpu:0", "strided tensors only", "x.to_dense().to('xpu')"):
+        assert part in record["message"], (part, record["message"])
+
+
+def test_a_cpu_kernel_refusing_a_dtype_keeps_its_own_error(session):
+    """histc has a CPU kernel: it refuses int64 as the CPU does, not as an op without a CPU kernel."""
+    record = session["histc_long"]
+    assert not record["ok"] and record["error"] == "NotImplementedError", record
+    assert record["message"].startswith('"histogram_cpu" not implemented for \'Long\''), record["message"]
+    assert "has no CPU kernel" not in record["message"]

@@ -46,9 +46,14 @@ constexpr const char* kHostPathOps[] = {
     // CompositeExplicitAutograd kernels that call a DispatchStub with the tensors' device type
     // (an internal assert for any device without one). Found by running every OpInfo sample, its
     // out= and in-place variants and its backward on each emulated type; the test
-    // test_emulation_hardening.py::test_dispatch_stub_composites_run keeps the list honest.
+    // test_emulation_device_generic.py::test_dispatch_stub_composites_run keeps the list honest.
     "conj_physical_",  // also reached by svd(out=...) for complex inputs
     "mode.values",
+    // Found by tests/stub_sweep.py (every composite-only op called with schema-made arguments in
+    // float, integer and bool profiles) and by the conformance suite's scalar_types mode:
+    "ldexp.Tensor", "ldexp.out", "ldexp_",  // an integer exponent takes a stub (float ones do not)
+    "kaiser_window", "kaiser_window.periodic", "kaiser_window.beta",  // kaiser_window_stub on the result
+    "kaiser_window.out", "kaiser_window.periodic_out", "kaiser_window.beta_out",
     // addr_ calls addr_out(self, self, ...), whose kernel tells in-place from out= by comparing the
     // two arguments' addresses; a boxed call gives them two, so on the device path a 0-dim self was
     // silently resized instead of refused. On the host path the CPU call keeps them one.

@@ -116,6 +116,12 @@ class HostCall {
       try {
         op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
       } catch (const c10::NotImplementedError& err) {
+        // Only the dispatcher's "Could not run" means a missing kernel; a CPU kernel refusing a dtype
+        // ('"histogram_cpu" not implemented for 'Long'') raises the same type and goes on unchanged,
+        // as it does on the CPU.
+        if (std::string(err.what_without_backtrace()).find("Could not run") == std::string::npos) {
+          throw;
+        }
         TORCH_CHECK_NOT_IMPLEMENTED(
             false, op_.operator_name(), " has no CPU kernel, so torchplug's emulated ",
             target_ ? target_->str() : std::string("device"),

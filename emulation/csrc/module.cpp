@@ -74,6 +74,7 @@ void configure(const std::string& key, int64_t count, const std::vector<int64_t>
   st.enabled.store(true, std::memory_order_release);
   register_fallback(type);
   register_composite_overrides(type);
+  register_sparse_refusals(type);
 }
 
 // MPS tensors reach torch's device guards before any lazy-init hook runs (x.to("mps") asks the
