@@ -128,3 +128,17 @@ def test_zero_signs_are_held_to_the_cpus():
     assert zero_signs([torch.tensor([0.0, -0.0, 1.0])], cpu) == ""
     assert "1 zeros have the other sign" in zero_signs([torch.tensor([0.0, 0.0, 1.0])], cpu)
     assert compare([torch.tensor([0.0, 0.0, 1.0])], cpu).ok  # values alone cannot tell
+
+
+def test_scalar_type_variants_put_integers_and_bools_where_the_sample_has_floats():
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from torchplug.conformance.scalar_types import scalar_type_variants
+
+    x, exponent = torch.randn(3), torch.tensor([1.4, -2.6, float("inf")])
+    variants = dict(scalar_type_variants(SampleInput(x, args=(exponent,), kwargs={"weight": torch.ones(3)})))
+    ints, bools = variants["int64 arguments"], variants["bool arguments"]
+    assert ints.input is x and bools.input is x  # the first input keeps the case's dtype
+    assert ints.args[0].tolist() == [1, -3, 64] and ints.kwargs["weight"].dtype == torch.int64  # inf clamped
+    assert bools.args[0].dtype == torch.bool and bools.args[0].all()
+    assert list(scalar_type_variants(SampleInput(x, args=(torch.arange(3),)))) == []  # nothing floating to swap
