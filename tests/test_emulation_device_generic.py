@@ -102,6 +102,36 @@ def sparse():
 check("sparse", sparse)
 for layout in ("to_sparse", "to_sparse_csr", "to_sparse_csc"):
     check(f"sparse_move_{layout}", lambda layout=layout: str(getattr(torch.eye(3), layout)().to("xpu").layout))
+def torchcts_values():
+    """TorchCTS's value findings on emulated xpu, each held bitwise to the CPU (None: the same bits)."""
+    def same(fn):
+        cpu, dev = fn("cpu"), fn("xpu")
+        return None if torch.equal(dev.cpu().view(-1).view(torch.uint8), cpu.view(-1).view(torch.uint8)) else (cpu, dev)
+    def logit_grad(device, eps):
+        x = torch.tensor([-0.0, 0.0, 0.25, 1.0], device=device, requires_grad=True)
+        torch.logit(x, eps).sum().backward()
+        return x.grad
+    def grid_grads(device, dtype, dims):
+        g = torch.Generator().manual_seed(0)
+        shape = (1, 2, 4, 4) if dims == 2 else (1, 2, 3, 4, 4)
+        inp = torch.randn(shape, generator=g).to(dtype).to(device).requires_grad_()
+        grid = (torch.rand((1, 3, 3, dims) if dims == 2 else (1, 2, 3, 3, 3), generator=g) * 2 - 1)
+        grid = grid.to(dtype).to(device).requires_grad_()
+        torch.nn.functional.grid_sample(inp, grid, align_corners=False).sum().backward()
+        return torch.cat([inp.grad.flatten(), grid.grad.flatten()])
+    def matrix_exp(device, dtype):
+        a = torch.randn(4, 3, 3, generator=torch.Generator().manual_seed(0)) / 3
+        return torch.linalg.matrix_exp(a.to(dtype).to(device))
+    def histc(device):
+        return torch.histc(torch.arange(100000.).remainder(7).to(device), bins=7, min=0, max=7)
+    found = {f"logit_backward_eps_{eps}": same(lambda d: logit_grad(d, eps)) for eps in (None, 0.0, 0.1)}
+    for dtype in (torch.float16, torch.bfloat16):
+        for dims in (2, 3):
+            found[f"grid_sampler_{dims}d_backward_{dtype}"] = same(lambda d: grid_grads(d, dtype, dims))
+        found[f"matrix_exp_{dtype}"] = same(lambda d: matrix_exp(d, dtype))
+    found["histc_counts"] = same(histc)
+    return {k: repr(v) for k, v in found.items() if v is not None}
+check("torchcts_values", torchcts_values)
 check("histc_long", lambda: torch.histc(torch.tensor([1, 2, 2]).to("xpu"), bins=3))
 print(json.dumps(RESULTS, default=str))
 '''
@@ -210,3 +240,9 @@ def test_a_cpu_kernel_refusing_a_dtype_keeps_its_own_error(session):
     assert not record["ok"] and record["error"] == "NotImplementedError", record
     assert record["message"].startswith('"histogram_cpu" not implemented for \'Long\''), record["message"]
     assert "has no CPU kernel" not in record["message"]
+
+
+def test_torchcts_value_findings_match_the_cpu_bitwise(session):
+    """logit's backward at -0.0, grid_sampler_2d/3d backward and matrix_exp in float16/bfloat16, histc
+    counts: emulated xpu gives the CPU's bits (TorchCTS held them to other expectations)."""
+    assert session["torchcts_values"] == {"ok": True, "value": {}}, session["torchcts_values"]
