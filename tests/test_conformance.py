@@ -48,6 +48,7 @@ backend = FakeBackend()
 MANIFEST = '''
 [[xfail]]
 reason = "abs is expected to fail (it does not: xpass)"
+category = "value"
 ops = ["abs"]
 modes = ["eager"]
 dtypes = ["float32"]

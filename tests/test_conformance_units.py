@@ -56,7 +56,8 @@ def _result(op, dtype, mode, status, detail=""):
 
 def test_manifest_xfail_xpass_and_runtime(tmp_path):
     path = tmp_path / "conformance.toml"
-    path.write_text('[[xfail]]\nreason = "known"\nops = ["linalg.*"]\nmodes = ["out"]\nruntime = ["emulated"]\n')
+    path.write_text('[[xfail]]\nreason = "known"\ncategory = "value"\nops = ["linalg.*"]\nmodes = ["out"]\n'
+                    'runtime = ["emulated"]\n')
     manifest = load(path)
     manifest.runtime = "emulated"
     assert manifest.apply(_result("linalg.svd", "float32", "out", "fail", "x"), "smoke").status == "xfail"
@@ -67,6 +68,30 @@ def test_manifest_xfail_xpass_and_runtime(tmp_path):
     path.write_text('[[xfail]]\nops = ["a"]\n')
     with pytest.raises(ManifestError, match="needs a reason and ops"):
         load(path)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ('', r"\[\[skip\]\] entry 2 \(ops \['b\*'\]\) has no category: give one of dtype, value, error-message, "
+         r"unsupported, layout, crash, other"),
+    ('category = "flaky"\n', r"entry 2 \(ops \['b\*'\]\) has category 'flaky': give one of dtype"),
+    ('category = "crash"\nissue = "#12"\n', r"entry 2 \(ops \['b\*'\]\) has issue '#12': give a link"),
+])
+def test_manifest_entries_need_a_reason_category_and_an_issue_link_if_any(tmp_path, extra, message):
+    path = tmp_path / "conformance.toml"
+    first = '[[skip]]\nreason = "ok"\ncategory = "crash"\nissue = "https://github.com/o/r/issues/1"\nops = ["a"]\n\n'
+    path.write_text(first + f'[[skip]]\nreason = "bad"\n{extra}ops = ["b*"]\n')
+    with pytest.raises(ManifestError, match=message):
+        load(path)
+    path.write_text(first)
+    entry = load(path).entries[0]
+    assert (entry.category, entry.issue) == ("crash", "https://github.com/o/r/issues/1")
+    assert load_text(tmp_path, entry.to_toml()).entries == [entry]  # written back as read
+
+
+def load_text(tmp_path, text):
+    path = tmp_path / "written.toml"
+    path.write_text(text)
+    return load(path)
 
 
 def test_update_manifest_drops_fixed_entries_and_groups_new_failures():
@@ -81,6 +106,7 @@ def test_update_manifest_drops_fixed_entries_and_groups_new_failures():
     text = updated(old, report)
     assert "fixed now" not in text and "other tier" in text
     assert 'ops = ["exp", "neg"]' in text and 'dtypes = ["float16"]' in text and 'modes = ["eager"]' in text
+    assert 'category = "value"' in text  # a values mismatch, for the author to review
     assert len(failure_groups(cases)) == 2  # the xpass, and the two failures with one cause
     assert cause("output 0: 3 of 4 differ (max abs 1.5)") == cause("output 1: 7 of 8 differ (max abs 2)")
 
@@ -98,7 +124,7 @@ def test_ops_that_must_never_fall_back_are_told_by_their_schema(op, why):
 
 def test_fallback_verdicts_and_the_manifests_native_ops(tmp_path):
     path = tmp_path / "conformance.toml"
-    path.write_text('native = ["aten::mm"]\n\n[[xfail]]\nreason = "known"\nops = ["sum"]\n')
+    path.write_text('native = ["aten::mm"]\n\n[[xfail]]\nreason = "known"\ncategory = "other"\nops = ["sum"]\n')
     manifest = load(path)
     assert manifest.native == ("aten::mm",)
 
