@@ -38,6 +38,9 @@ def add_parser(commands: Any) -> None:
     check.add_argument("--manifest", type=Path, help="use this conformance.toml instead of the backend's own")
     check.add_argument("--update-manifest", action="store_true",
                        help="write this run's failures into the manifest as xfails (review them)")
+    check.add_argument("--export", nargs=2, metavar=("FORMAT", "DIR"),
+                       help="write the manifest in another suite's format (pytorch: disabled_tests.json and "
+                            "test_configs.py for PyTorch's own device-generic tests) and run nothing")
     check.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
                        help="compare two report.json files: regressions, fixes, new crashes (runs nothing)")
     check.set_defaults(run=cmd_check)
@@ -82,6 +85,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .runner import CheckError
 
     manifest_path = args.manifest or manifests.locate(backend)
+    if args.export:
+        return cmd_export(backend, manifest_path, *args.export)
     try:
         manifest = manifests.load(manifest_path)
         report = run(backend, _selection(args), workers=args.workers, timeout_s=args.timeout, env=env,
@@ -105,6 +110,36 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         print(render(report))
     return 1 if failed(report) else 0
+
+
+def cmd_export(backend_name: str, manifest_path: Path | None, fmt: str, out_dir: str) -> int:
+    from . import manifest as manifests
+
+    if fmt != "pytorch":
+        print(f"torchplug check: error: cannot export to {fmt!r}; the formats are: pytorch", file=sys.stderr)
+        return 2
+    from torchplug.entrypoints import backend as find_backend
+
+    from .export_pytorch import write
+    from .opinfo import all_ops
+
+    try:
+        manifest = manifests.load(manifest_path)
+    except manifests.ManifestError as err:
+        print(f"torchplug check: error: {err}", file=sys.stderr)
+        return 2
+    backend = find_backend(backend_name)
+    mode = backend.status().mode
+    runtime = "emulated" if mode == "emulated" else "native"  # an unavailable device: its native expectations
+    names = [name for name in all_ops() if not name.startswith("torchplug.")]  # PyTorch has no tests for ours
+    done = write(manifest, backend_name, backend.spec.device_type, runtime, Path(out_dir), names)
+    print(f"{backend_name} ({runtime}) manifest {manifest_path}: {len(done.expectations)} expectations "
+          f"for PyTorch's tests")
+    for line in done.not_exported:
+        print(f"  not exported: {line}")
+    for path in done.files:
+        print(f"wrote {path}")
+    return 0
 
 
 def failed(report: dict[str, Any]) -> bool:
