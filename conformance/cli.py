@@ -38,6 +38,8 @@ def add_parser(commands: Any) -> None:
     check.add_argument("--manifest", type=Path, help="use this conformance.toml instead of the backend's own")
     check.add_argument("--update-manifest", action="store_true",
                        help="write this run's failures into the manifest as xfails (review them)")
+    check.add_argument("--coverage", action="store_true",
+                       help="after the run, list the backend-relevant ATen overloads no case exercised, and why")
     check.add_argument("--export", nargs=2, metavar=("FORMAT", "DIR"),
                        help="write the manifest in another suite's format (pytorch: disabled_tests.json and "
                             "test_configs.py for PyTorch's own device-generic tests) and run nothing")
@@ -109,6 +111,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1, allow_nan=False))
     else:
         print(render(report))
+    if args.coverage:
+        from .report.coverage import coverage_listing
+
+        print("\n" + coverage_listing(report))
     return 1 if failed(report) else 0
 
 

@@ -7,9 +7,12 @@ stream). Before each case it says `start`, so a crash or hang is pinned on that 
   -> {"group": {"op", "dtype", "modes": {mode: [sample indices] | null (all)}, "done": [keys]}}
   -> {"checks": [runtime check names]}
   <- {"hello": {...backend info}} | {"fatal": message}
-  <- {"start": key}  {"result": CaseResult json} | {"check": {...}}  ...  {"idle": true}
+  <- {"relevant": [overloads]}  (once, after hello: exercised.py)
+  <- {"start": key}  {"result": CaseResult json} {"overloads": [newly exercised]} | {"check": {...}}  ...
+     {"idle": true}
 """
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -33,13 +36,16 @@ def _selected(indices: list[int] | None, count: int) -> Iterator[int]:
     yield from range(count) if indices is None else (i for i in indices if i < count)
 
 
-def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
+def run_case(case: Case, entry: Any, sample: Any, target: Any, recorder: Any = None) -> CaseResult:
+    """One case's result; `recorder` (exercised.Recorder) notes the overloads it dispatches to the device."""
     from . import fallback, modes
 
     start = time.perf_counter()
     fallen_back = fallback.uses(target.backend)
+    recording = recorder if recorder is not None and case.mode != "compile" else contextlib.nullcontext()
     try:
-        verdict = modes.RUNNERS[case.mode](entry, sample, target)
+        with recording:
+            verdict = modes.RUNNERS[case.mode](entry, sample, target)
         status = "pass" if verdict.ok else "fail"
         result = CaseResult(case, status, verdict.detail, verdict.max_abs, verdict.max_rel, verdict.mismatches,
                             arbitrated=verdict.arbitrated)
@@ -58,7 +64,7 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
     return result
 
 
-def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
+def run_group(request: dict[str, Any], target: Any, out: TextIO, recorder: Any = None) -> None:
     import torch
 
     from . import opinfo
@@ -81,7 +87,9 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
             if case.key in done:
                 continue
             _send(out, {"start": case.key})
-            _send(out, {"result": run_case(case, entry, inputs[mode][index], target).to_json()})
+            _send(out, {"result": run_case(case, entry, inputs[mode][index], target, recorder).to_json()})
+            if recorder is not None and (fresh := recorder.fresh()):
+                _send(out, {"overloads": fresh})
 
 
 def main() -> None:
@@ -104,10 +112,14 @@ def main() -> None:
         _send(out, {"fatal": f"{type(err).__name__}: {err}"})
         return
     _send(out, {"hello": info})
+    from .exercised import Recorder, relevant_overloads
+
+    _send(out, {"relevant": relevant_overloads(info["dispatch_key"], info["mode"] == "emulated")})
+    recorder = Recorder(target.device.type)
     for line in sys.stdin:
         request = json.loads(line)
         if "group" in request:
-            run_group(request["group"], target, out)
+            run_group(request["group"], target, out, recorder)
         elif "checks" in request:
             from .runtime_checks import run_check
 

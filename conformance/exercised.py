@@ -1,0 +1,87 @@
+"""Which ATen overloads the cases exercise on the device, against the overloads relevant to the backend.
+
+Relevant: every overload with a kernel for the backend's dispatch key and, on an emulated device, every
+overload with a CPU kernel (the emulated runtime runs those on device memory). Exercised: the overloads
+a case dispatched to with a tensor (or a `device=`) on the device, recorded by a TorchDispatchMode in
+the worker (dispatch modes see what reaches the backend: composite ops arrive decomposed). Compile
+cases are not recorded (a dispatch mode under torch.compile changes what is compiled).
+"""
+
+import re
+from collections import Counter
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+# Overloads no conformance case can reach on a device that holds strided tensors: they take or make
+# sparse, quantized, MKL-DNN or nested tensors, or exist for one vendor library.
+_OUT_OF_REACH = re.compile(
+    r"^aten::(_?sparse|.*_sparse|.*sparse_|_to_sparse|to_sparse|_coalesce|coalesce|_nnz|_values|_indices|"
+    r"indices|values|crow_indices|col_indices|ccol_indices|row_indices|_spdiags|"
+    r"_?quantize|.*quantized|q_|_make_per|_fake_quant|fake_quantize|int_repr|dequantize|_empty_affine|"
+    r"_empty_per_channel|.*mkldnn|_nnpack|_nested|nested_|_fbgemm|fbgemm|_cslt|_weight_int|_convert_weight|"
+    r"_dyn_quant|_autocast|_cudnn|cudnn|miopen|_use_cudnn|_mps|_has_compatible|_fused_moving_avg)"
+)
+
+
+class Recorder(TorchDispatchMode):
+    """Collects the qualified overloads (`aten::add.Tensor`) called with the device's tensors."""
+
+    def __init__(self, device_type: str) -> None:
+        super().__init__()
+        self.device_type = device_type
+        self.seen: dict[str, None] = {}  # in the order first seen
+        self._told = 0  # how many of them fresh() has handed out
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func.name() not in self.seen and any(self._on_device(x) for x in tree_leaves((args, kwargs))):
+            self.seen[func.name()] = None
+        return func(*args, **kwargs)
+
+    def fresh(self) -> list[str]:
+        """The overloads seen since the last call."""
+        new = list(self.seen)[self._told:]
+        self._told = len(self.seen)
+        return new
+
+    def _on_device(self, x: Any) -> bool:
+        if isinstance(x, torch.Tensor):
+            return x.device.type == self.device_type
+        return isinstance(x, torch.device) and x.type == self.device_type
+
+
+def relevant_overloads(dispatch_key: str, emulated: bool) -> list[str]:
+    """The ATen overloads the backend serves: a kernel for its dispatch key, or (emulated) a CPU kernel."""
+    names = set(torch._C._dispatch_get_registrations_for_dispatch_key(dispatch_key))
+    if emulated:
+        names |= set(torch._C._dispatch_get_registrations_for_dispatch_key("CPU"))
+    return sorted(n for n in names if n.startswith("aten::"))
+
+
+def why_unexercised(overload: str) -> str:
+    if _OUT_OF_REACH.match(overload):
+        return "out of reach: sparse, quantized, MKL-DNN, nested or vendor-library overloads"
+    if re.search(r"_backward|_backward_", overload):
+        return "a backward kernel no autograd case reached"
+    if overload.endswith((".out", "_out")) or ".out" in overload or "_out" in overload.split(".")[-1]:
+        return "an out= overload no out case reached"
+    return "no case dispatches to it"
+
+
+def audit(relevant: list[str], exercised: set[str]) -> dict[str, Any]:
+    """The coverage section of report.json: the percentage, and every unexercised overload with why."""
+    missing = {name: why_unexercised(name) for name in relevant if name not in exercised}
+    in_reach = [name for name in relevant if not missing.get(name, "").startswith("out of reach")]
+    hit = len(relevant) - len(missing)
+    return {
+        "relevant": len(relevant), "exercised": hit,
+        "percent": round(100.0 * hit / len(relevant), 1) if relevant else 0.0,
+        "in_reach": len(in_reach),
+        "percent_in_reach": round(100.0 * hit / len(in_reach), 1) if in_reach else 0.0,
+        "reasons": dict(Counter(missing.values()).most_common()),
+        "unexercised": missing,
+        "exercised_overloads": sorted(exercised),
+    }
