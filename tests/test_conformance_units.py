@@ -168,3 +168,29 @@ def test_scalar_type_variants_put_integers_and_bools_where_the_sample_has_floats
     assert ints.args[0].tolist() == [1, -3, 64] and ints.kwargs["weight"].dtype == torch.int64  # inf clamped
     assert bools.args[0].dtype == torch.bool and bools.args[0].all()
     assert list(scalar_type_variants(SampleInput(x, args=(torch.arange(3),)))) == []  # nothing floating to swap
+
+
+def test_the_recorder_notes_overloads_called_with_the_devices_tensors_once():
+    from torchplug.conformance.exercised import Recorder
+
+    recorder = Recorder("cpu")
+    with recorder:
+        torch.ones(2).add(1)
+        torch.empty(2, device="meta").neg()  # another device: not the one under test
+        torch.zeros(3, device="cpu")  # a factory told the device
+    assert "aten::add.Tensor" in recorder.seen and "aten::zeros" in recorder.seen
+    assert "aten::neg" not in recorder.seen
+    assert "aten::add.Tensor" in recorder.fresh() and recorder.fresh() == []
+
+
+def test_the_audit_counts_what_is_in_reach_and_says_why_the_rest_is_not_exercised():
+    from torchplug.conformance.exercised import audit
+
+    relevant = ["aten::add.Tensor", "aten::add.out", "aten::_sparse_mm", "aten::gelu_backward", "aten::lerp.Scalar"]
+    cov = audit(relevant, {"aten::add.Tensor", "aten::not_relevant"})
+    assert (cov["relevant"], cov["exercised"], cov["percent"]) == (5, 1, 20.0)
+    assert (cov["in_reach"], cov["percent_in_reach"]) == (4, 25.0)
+    assert cov["unexercised"]["aten::_sparse_mm"].startswith("out of reach")
+    assert cov["unexercised"]["aten::gelu_backward"] == "a backward kernel no autograd case reached"
+    assert cov["unexercised"]["aten::add.out"] == "an out= overload no out case reached"
+    assert cov["unexercised"]["aten::lerp.Scalar"] == "no case dispatches to it"
