@@ -2,9 +2,11 @@
 
 Relevant: every overload with a kernel for the backend's dispatch key and, on an emulated device, every
 overload with a CPU kernel (the emulated runtime runs those on device memory). Exercised: the overloads
-a case dispatched to with a tensor (or a `device=`) on the device, recorded by a TorchDispatchMode in
-the worker (dispatch modes see what reaches the backend: composite ops arrive decomposed). Compile
-cases are not recorded (a dispatch mode under torch.compile changes what is compiled).
+that reached the device's dispatch key during a case (composite ops arrive decomposed), as the emulated
+runtime notes them in C++ (emulation/csrc/dispatched.cpp). A TorchDispatchMode would see the same
+calls, but it changes what it watches: under one, torch's own linalg.matrix_rank(out=) returns
+garbage and sgn's backward crashed a worker. So coverage is measured on emulated devices; on a native
+device the report has none.
 """
 
 import re
@@ -12,8 +14,6 @@ from collections import Counter
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 # Overloads no conformance case can reach on a device that holds strided tensors: they take or make
 # sparse, quantized, MKL-DNN or nested tensors, or exist for one vendor library.
@@ -26,38 +26,24 @@ _OUT_OF_REACH = re.compile(
 )
 
 
-class Recorder(TorchDispatchMode):
-    """Collects the qualified overloads (`aten::add.Tensor`) called with the device's tensors."""
+class Recorder:
+    """The overloads the emulated runtime saw on the device's key, handed out as they come."""
 
-    def __init__(self, device_type: str) -> None:
-        super().__init__()
-        self.device_type = device_type
-        self.seen: dict[str, None] = {}  # in the order first seen
-        self._told = 0  # how many of them fresh() has handed out
+    def __init__(self) -> None:
+        from ..emulation.runtime import ensure
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        if func.name() not in self.seen and any(self._on_device(x) for x in tree_leaves((args, kwargs))):
-            self.seen[func.name()] = None
-        return func(*args, **kwargs)
+        self._ext = ensure()
+        self._ext.record_dispatches(True)
 
     def fresh(self) -> list[str]:
-        """The overloads seen since the last call."""
-        new = list(self.seen)[self._told:]
-        self._told = len(self.seen)
-        return new
-
-    def _on_device(self, x: Any) -> bool:
-        if isinstance(x, torch.Tensor):
-            return x.device.type == self.device_type
-        return isinstance(x, torch.device) and x.type == self.device_type
+        """The overloads first dispatched to the device since the last call."""
+        return list(self._ext.take_dispatched())
 
 
-def relevant_overloads(dispatch_key: str, emulated: bool) -> list[str]:
-    """The ATen overloads the backend serves: a kernel for its dispatch key, or (emulated) a CPU kernel."""
+def relevant_overloads(dispatch_key: str) -> list[str]:
+    """The ATen overloads an emulated backend serves: a kernel for its dispatch key, or a CPU kernel."""
     names = set(torch._C._dispatch_get_registrations_for_dispatch_key(dispatch_key))
-    if emulated:
-        names |= set(torch._C._dispatch_get_registrations_for_dispatch_key("CPU"))
+    names |= set(torch._C._dispatch_get_registrations_for_dispatch_key("CPU"))
     return sorted(n for n in names if n.startswith("aten::"))
 
 

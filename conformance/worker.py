@@ -7,12 +7,11 @@ stream). Before each case it says `start`, so a crash or hang is pinned on that 
   -> {"group": {"op", "dtype", "modes": {mode: [sample indices] | null (all)}, "done": [keys]}}
   -> {"checks": [runtime check names]}
   <- {"hello": {...backend info}} | {"fatal": message}
-  <- {"relevant": [overloads]}  (once, after hello: exercised.py)
+  <- {"relevant": [overloads]}  (once, after hello, on emulated devices: exercised.py)
   <- {"start": key}  {"result": CaseResult json} {"overloads": [newly exercised]} | {"check": {...}}  ...
      {"idle": true}
 """
 
-import contextlib
 import faulthandler
 import json
 import os
@@ -36,16 +35,13 @@ def _selected(indices: list[int] | None, count: int) -> Iterator[int]:
     yield from range(count) if indices is None else (i for i in indices if i < count)
 
 
-def run_case(case: Case, entry: Any, sample: Any, target: Any, recorder: Any = None) -> CaseResult:
-    """One case's result; `recorder` (exercised.Recorder) notes the overloads it dispatches to the device."""
+def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
     from . import fallback, modes
 
     start = time.perf_counter()
     fallen_back = fallback.uses(target.backend)
-    recording = recorder if recorder is not None and case.mode != "compile" else contextlib.nullcontext()
     try:
-        with recording:
-            verdict = modes.RUNNERS[case.mode](entry, sample, target)
+        verdict = modes.RUNNERS[case.mode](entry, sample, target)
         status = "pass" if verdict.ok else "fail"
         result = CaseResult(case, status, verdict.detail, verdict.max_abs, verdict.max_rel, verdict.mismatches,
                             arbitrated=verdict.arbitrated)
@@ -87,7 +83,7 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO, recorder: Any =
             if case.key in done:
                 continue
             _send(out, {"start": case.key})
-            _send(out, {"result": run_case(case, entry, inputs[mode][index], target, recorder).to_json()})
+            _send(out, {"result": run_case(case, entry, inputs[mode][index], target).to_json()})
             if recorder is not None and (fresh := recorder.fresh()):
                 _send(out, {"overloads": fresh})
 
@@ -112,10 +108,12 @@ def main() -> None:
         _send(out, {"fatal": f"{type(err).__name__}: {err}"})
         return
     _send(out, {"hello": info})
-    from .exercised import Recorder, relevant_overloads
+    recorder = None
+    if info["mode"] == "emulated":  # exercised.py: only the emulated runtime notes what reaches the device
+        from .exercised import Recorder, relevant_overloads
 
-    _send(out, {"relevant": relevant_overloads(info["dispatch_key"], info["mode"] == "emulated")})
-    recorder = Recorder(target.device.type)
+        _send(out, {"relevant": relevant_overloads(info["dispatch_key"])})
+        recorder = Recorder()
     for line in sys.stdin:
         request = json.loads(line)
         if "group" in request:

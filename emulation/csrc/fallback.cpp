@@ -497,6 +497,7 @@ void ignore_record_stream(const c10::OperatorHandle& /*op*/, torch::jit::Stack* 
 }  // namespace
 
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_dispatch(op);
   HostCall(op, stack).run();
 }
 

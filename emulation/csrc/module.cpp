@@ -145,6 +145,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("configure", &configure, py::arg("key"), py::arg("count"), py::arg("capacities"), py::arg("refused"),
         py::arg("backend"));
   m.def("memory_stats", &memory_stats);
+  m.def("record_dispatches", &record_dispatches);
+  m.def("take_dispatched", &take_dispatched);
   m.def("register_guard_early", &register_guard_early);
   m.def("set_configure_callback", [](py::function callback) {
     if (g_configure_callback == nullptr) {
