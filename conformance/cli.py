@@ -9,7 +9,7 @@ from typing import Any
 from ..entrypoints.loader import PluginError, installed
 from .cases import MODES
 from .report.console import PROBLEM_STATUSES
-from .tiers import DEFAULT_DTYPES, TIERS, Selection
+from .tiers import DEFAULT_DTYPES, TIERS, WIDE_DTYPES, Selection, default_dtypes
 
 DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
 # ... with a capacity, so the OOM check has something to exhaust (smoke cases use a few MiB).
@@ -23,7 +23,8 @@ def add_parser(commands: Any) -> None:
     check.add_argument("backend", nargs="?", help=f"backend name (default: {DEFAULT_BACKEND}, emulated)")
     check.add_argument("--tier", choices=TIERS, default="smoke")
     check.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
-    check.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES), help="comma-separated dtype names")
+    check.add_argument("--dtypes", help=f"comma-separated dtype names (smoke: {','.join(DEFAULT_DTYPES)}; "
+                                        f"standard and full: {','.join(WIDE_DTYPES)})")
     check.add_argument("--ops", help="regular expression: only ops whose name matches")
     check.add_argument("--op", help="exactly this op (as in a repro line)")
     check.add_argument("--dtype", help="exactly this dtype")
@@ -52,7 +53,10 @@ def _selection(args: argparse.Namespace) -> Selection:
     modes = (args.mode,) if args.mode else tuple(m.strip() for m in args.modes.split(",") if m.strip())
     if unknown := [m for m in modes if m not in MODES]:
         raise SystemExit(f"torchplug check: unknown mode {unknown[0]!r}; choose from {', '.join(MODES)}")
-    dtypes = (args.dtype,) if args.dtype else tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    if args.dtype or args.dtypes:
+        dtypes = (args.dtype,) if args.dtype else tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    else:
+        dtypes = default_dtypes(args.tier)
     import torch
 
     if unknown := [d for d in dtypes if not isinstance(getattr(torch, d, None), torch.dtype)]:

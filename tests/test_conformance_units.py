@@ -181,3 +181,10 @@ def test_the_audit_counts_what_is_in_reach_and_says_why_the_rest_is_not_exercise
     assert cov["unexercised"]["aten::gelu_backward"] == "a backward kernel no autograd case reached"
     assert cov["unexercised"]["aten::add.out"] == "an out= overload no out case reached"
     assert cov["unexercised"]["aten::lerp.Scalar"] == "no case dispatches to it"
+
+
+def test_the_standard_tier_runs_integer_and_bool_cases_by_default():
+    from torchplug.conformance.tiers import default_dtypes
+
+    assert default_dtypes("smoke") == ("float32", "float16", "bfloat16")
+    assert {"int64", "bool"} <= set(default_dtypes("standard")) and default_dtypes("full") == default_dtypes("standard")
