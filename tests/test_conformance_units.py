@@ -188,3 +188,22 @@ def test_the_standard_tier_runs_integer_and_bool_cases_by_default():
 
     assert default_dtypes("smoke") == ("float32", "float16", "bfloat16")
     assert {"int64", "bool"} <= set(default_dtypes("standard")) and default_dtypes("full") == default_dtypes("standard")
+
+
+def test_the_out_mode_skips_an_op_whose_cpu_out_disagrees_with_the_cpu_itself():
+    """torch's fft.ihfftn(out=) gives the CPU another result than ihfftn() on some samples: the
+    device cannot be held to either. A fake op with that defect shows the verdict."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from torchplug.conformance.modes import Skip, Target, out
+    from torchplug.conformance.opinfo import OpEntry
+
+    def doubled(x, *, out=None):
+        if out is None:
+            return x * 2
+        return torch.mul(x, 3, out=out)  # the out= form computes something else, on every device
+
+    entry = OpEntry("doubled", doubled, frozenset({torch.float32}), frozenset(), True,
+                    lambda dtype, grad: [SampleInput(torch.arange(4.0))])
+    with pytest.raises(Skip, match="the CPU's own out= differs from its result without out="):
+        out(entry, entry.samples(torch.float32)[0], Target("cpu", torch.device("cpu")))
