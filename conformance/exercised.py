@@ -47,9 +47,17 @@ def relevant_overloads(dispatch_key: str) -> list[str]:
     return sorted(n for n in names if n.startswith("aten::"))
 
 
+# torch's own test fixtures (_foobar, _test_optional_intlist, ...): no program calls them.
+_TEST_ONLY = re.compile(r"^aten::(_foobar|_test_)")
+
+
 def why_unexercised(overload: str) -> str:
     if _OUT_OF_REACH.match(overload):
         return "out of reach: sparse, quantized, MKL-DNN, nested or vendor-library overloads"
+    if _TEST_ONLY.match(overload):
+        return "out of reach: torch's test-only ops"
+    if "_backward" in overload and overload.endswith(".grad_input"):
+        return "out of reach: the out= form of a backward kernel, which autograd never calls"
     if re.search(r"_backward|_backward_", overload):
         return "a backward kernel no autograd case reached"
     if overload.endswith((".out", "_out")) or ".out" in overload or "_out" in overload.split(".")[-1]:

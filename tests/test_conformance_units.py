@@ -173,10 +173,12 @@ def test_scalar_type_variants_put_integers_and_bools_where_the_sample_has_floats
 def test_the_audit_counts_what_is_in_reach_and_says_why_the_rest_is_not_exercised():
     from torchplug.conformance.exercised import audit
 
-    relevant = ["aten::add.Tensor", "aten::add.out", "aten::_sparse_mm", "aten::gelu_backward", "aten::lerp.Scalar"]
+    relevant = ["aten::add.Tensor", "aten::add.out", "aten::_sparse_mm", "aten::gelu_backward", "aten::lerp.Scalar",
+                "aten::gelu_backward.grad_input", "aten::_foobar"]
     cov = audit(relevant, {"aten::add.Tensor", "aten::not_relevant"})
-    assert (cov["relevant"], cov["exercised"], cov["percent"]) == (5, 1, 20.0)
+    assert (cov["relevant"], cov["exercised"], cov["percent"]) == (7, 1, 14.3)
     assert (cov["in_reach"], cov["percent_in_reach"]) == (4, 25.0)
+    assert cov["unexercised"]["aten::gelu_backward.grad_input"].startswith("out of reach: the out= form")
     assert cov["unexercised"]["aten::_sparse_mm"].startswith("out of reach")
     assert cov["unexercised"]["aten::gelu_backward"] == "a backward kernel no autograd case reached"
     assert cov["unexercised"]["aten::add.out"] == "an out= overload no out case reached"
