@@ -132,6 +132,14 @@ def torchcts_values():
     found["histc_counts"] = same(histc)
     return {k: repr(v) for k, v in found.items() if v is not None}
 check("torchcts_values", torchcts_values)
+def lu_solve_out_conj():
+    """linalg_lu_solve.out(left=False) conjugates out= by its conj bit, which the device tensor must keep."""
+    A, B = torch.randn(3, 3, dtype=torch.cfloat), torch.randn(4, 3, dtype=torch.cfloat)
+    LU, pivots = torch.linalg.lu_factor(A)
+    out = torch.empty(4, 3, dtype=torch.cfloat, device="xpu")
+    torch.linalg.lu_solve(LU.to("xpu"), pivots.to("xpu"), B.to("xpu"), left=False, adjoint=True, out=out)
+    return torch.allclose(out.cpu(), torch.linalg.lu_solve(LU, pivots, B, left=False, adjoint=True))
+check("lu_solve_out_conj", lu_solve_out_conj)
 check("histc_long", lambda: torch.histc(torch.tensor([1, 2, 2]).to("xpu"), bins=3))
 print(json.dumps(RESULTS, default=str))
 '''
@@ -246,3 +254,8 @@ def test_torchcts_value_findings_match_the_cpu_bitwise(session):
     """logit's backward at -0.0, grid_sampler_2d/3d backward and matrix_exp in float16/bfloat16, histc
     counts: emulated xpu gives the CPU's bits (TorchCTS held them to other expectations)."""
     assert session["torchcts_values"] == {"ok": True, "value": {}}, session["torchcts_values"]
+
+
+def test_a_conj_bit_a_cpu_kernel_sets_on_out_reaches_the_device_tensor(session):
+    """Found by the scalar-type sweep's complex dtypes: lu_solve(left=False, out=) came back conjugated."""
+    assert session["lu_solve_out_conj"] == {"ok": True, "value": True}, session["lu_solve_out_conj"]

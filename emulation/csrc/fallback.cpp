@@ -373,6 +373,10 @@ class HostCall {
           host->strides() != device->strides()) {
         device->set_sizes_and_strides(host->sizes(), host->strides(), host->storage_offset());
       }
+      // A kernel may conjugate or negate an argument lazily, by its bit: linalg_lu_solve.out with
+      // left=False sets out='s conj bit instead of conjugating its values.
+      device->_set_conj(host->is_conj());
+      device->_set_neg(host->is_neg());
     }
   }
 
