@@ -4,7 +4,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile", "edge")  # results held to the CPU's values
+VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile", "edge", "scalar_types")  # held to the CPU's values
 SEMANTIC_MODES = ("alias", "layout", "errors")  # results held to the CPU's aliasing, strides and exceptions
 MODES = VALUE_MODES + SEMANTIC_MODES
 

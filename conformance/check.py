@@ -27,6 +27,7 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     `manifest` defaults to the backend's own conformance.toml.
     """
     from . import opinfo
+    from .exercised import audit
     from .runtime_checks import CHECKS
 
     started = time.monotonic()
@@ -64,7 +65,9 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     results += plan.unrunnable
     results.sort(key=lambda r: r.case)
     info["manifest"] = str(manifest.path) if manifest.path else None
-    return build_report(backend, info, selection, results, checks, plan.mode_notes, time.monotonic() - started)
+    report = build_report(backend, info, selection, results, checks, plan.mode_notes, time.monotonic() - started)
+    report["coverage"] = audit(runner.relevant, runner.exercised)
+    return report
 
 
 def build_report(backend: str, info: dict[str, Any], selection: Selection, results: list[CaseResult],

@@ -9,7 +9,7 @@ from typing import Any
 from ..entrypoints.loader import PluginError, installed
 from .cases import MODES
 from .report.console import PROBLEM_STATUSES
-from .tiers import DEFAULT_DTYPES, TIERS, Selection
+from .tiers import DEFAULT_DTYPES, TIERS, WIDE_DTYPES, Selection, default_dtypes
 
 DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
 # ... with a capacity, so the OOM check has something to exhaust (smoke cases use a few MiB).
@@ -23,7 +23,8 @@ def add_parser(commands: Any) -> None:
     check.add_argument("backend", nargs="?", help=f"backend name (default: {DEFAULT_BACKEND}, emulated)")
     check.add_argument("--tier", choices=TIERS, default="smoke")
     check.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
-    check.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES), help="comma-separated dtype names")
+    check.add_argument("--dtypes", help=f"comma-separated dtype names (smoke: {','.join(DEFAULT_DTYPES)}; "
+                                        f"standard and full: {','.join(WIDE_DTYPES)})")
     check.add_argument("--ops", help="regular expression: only ops whose name matches")
     check.add_argument("--op", help="exactly this op (as in a repro line)")
     check.add_argument("--dtype", help="exactly this dtype")
@@ -38,6 +39,11 @@ def add_parser(commands: Any) -> None:
     check.add_argument("--manifest", type=Path, help="use this conformance.toml instead of the backend's own")
     check.add_argument("--update-manifest", action="store_true",
                        help="write this run's failures into the manifest as xfails (review them)")
+    check.add_argument("--coverage", action="store_true",
+                       help="after the run, list the backend-relevant ATen overloads no case exercised, and why")
+    check.add_argument("--export", nargs=2, metavar=("FORMAT", "DIR"),
+                       help="write the manifest in another suite's format (pytorch: disabled_tests.json and "
+                            "test_configs.py for PyTorch's own device-generic tests) and run nothing")
     check.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
                        help="compare two report.json files: regressions, fixes, new crashes (runs nothing)")
     check.set_defaults(run=cmd_check)
@@ -47,7 +53,10 @@ def _selection(args: argparse.Namespace) -> Selection:
     modes = (args.mode,) if args.mode else tuple(m.strip() for m in args.modes.split(",") if m.strip())
     if unknown := [m for m in modes if m not in MODES]:
         raise SystemExit(f"torchplug check: unknown mode {unknown[0]!r}; choose from {', '.join(MODES)}")
-    dtypes = (args.dtype,) if args.dtype else tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    if args.dtype or args.dtypes:
+        dtypes = (args.dtype,) if args.dtype else tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    else:
+        dtypes = default_dtypes(args.tier)
     import torch
 
     if unknown := [d for d in dtypes if not isinstance(getattr(torch, d, None), torch.dtype)]:
@@ -82,6 +91,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .runner import CheckError
 
     manifest_path = args.manifest or manifests.locate(backend)
+    if args.export:
+        return cmd_export(backend, manifest_path, *args.export)
     try:
         manifest = manifests.load(manifest_path)
         report = run(backend, _selection(args), workers=args.workers, timeout_s=args.timeout, env=env,
@@ -104,7 +115,41 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1, allow_nan=False))
     else:
         print(render(report))
+    if args.coverage:
+        from .report.coverage import coverage_listing
+
+        print("\n" + coverage_listing(report))
     return 1 if failed(report) else 0
+
+
+def cmd_export(backend_name: str, manifest_path: Path | None, fmt: str, out_dir: str) -> int:
+    from . import manifest as manifests
+
+    if fmt != "pytorch":
+        print(f"torchplug check: error: cannot export to {fmt!r}; the formats are: pytorch", file=sys.stderr)
+        return 2
+    from torchplug.entrypoints import backend as find_backend
+
+    from .export_pytorch import write
+    from .opinfo import all_ops
+
+    try:
+        manifest = manifests.load(manifest_path)
+    except manifests.ManifestError as err:
+        print(f"torchplug check: error: {err}", file=sys.stderr)
+        return 2
+    backend = find_backend(backend_name)
+    mode = backend.status().mode
+    runtime = "emulated" if mode == "emulated" else "native"  # an unavailable device: its native expectations
+    names = [name for name in all_ops() if not name.startswith("torchplug.")]  # PyTorch has no tests for ours
+    done = write(manifest, backend_name, backend.spec.device_type, runtime, Path(out_dir), names)
+    print(f"{backend_name} ({runtime}) manifest {manifest_path}: {len(done.expectations)} expectations "
+          f"for PyTorch's tests")
+    for line in done.not_exported:
+        print(f"  not exported: {line}")
+    for path in done.files:
+        print(f"wrote {path}")
+    return 0
 
 
 def failed(report: dict[str, Any]) -> bool:

@@ -2,6 +2,8 @@
 
     [[xfail]]                      # run; a failure is `xfail`, a pass is `xpass`
     reason = "why, for a human"
+    category = "value"             # dtype, value, error-message, unsupported, layout, crash or other
+    issue = "https://github.com/org/repo/issues/12"   # optional: where the defect is tracked
     ops = ["nn.functional.*", "linalg.svd"]   # fnmatch patterns over op names
     dtypes = ["float16"]           # optional: every dtype when absent
     modes = ["out"]                # optional: every mode when absent
@@ -30,6 +32,8 @@ from .cases import Case, CaseResult
 FILENAME = "conformance.toml"
 ACTIONS = ("xfail", "skip")
 KEYS = ("ops", "dtypes", "modes", "tiers", "runtime")
+# Why an entry exists, for triage and for the ecosystem's formats (export_pytorch.py).
+CATEGORIES = ("dtype", "value", "error-message", "unsupported", "layout", "crash", "other")
 
 
 class ManifestError(ValueError):
@@ -45,6 +49,8 @@ class Entry:
     modes: tuple[str, ...] = ()
     tiers: tuple[str, ...] = ()
     runtime: tuple[str, ...] = ()
+    category: str = "other"
+    issue: str = ""  # a link to where the defect is tracked, if anywhere
 
     def matches(self, case: Case, tier: str, runtime: str) -> bool:
         return (any(fnmatch.fnmatchcase(case.op, pattern) for pattern in self.ops)
@@ -54,7 +60,9 @@ class Entry:
                 and (not self.runtime or runtime in self.runtime))
 
     def to_toml(self) -> str:
-        lines = [f"[[{self.action}]]", f"reason = {json.dumps(self.reason)}"]
+        lines = [f"[[{self.action}]]", f"reason = {json.dumps(self.reason)}", f"category = {json.dumps(self.category)}"]
+        if self.issue:
+            lines.append(f"issue = {json.dumps(self.issue)}")
         for key in KEYS:
             if values := getattr(self, key):
                 lines.append(f"{key} = [{', '.join(json.dumps(v) for v in values)}]")
@@ -109,16 +117,28 @@ def load(path: Path | None) -> Manifest:
     native = data.get("native", [])
     if not isinstance(native, list) or not all(isinstance(op, str) and "::" in op for op in native):
         raise ManifestError(f"{path}: native must be a list of qualified op names, e.g. [\"aten::mm\"]")
-    entries = []
-    for action in ACTIONS:
-        for i, raw in enumerate(data.get(action, [])):
-            if not raw.get("reason") or not raw.get("ops"):
-                raise ManifestError(f"{path}: [[{action}]] entry {i + 1} needs a reason and ops")
-            unknown = set(raw) - {"reason", *KEYS}
-            if unknown:
-                raise ManifestError(f"{path}: [[{action}]] entry {i + 1} has unknown keys {sorted(unknown)}")
-            entries.append(Entry(action, raw["reason"], *(tuple(raw.get(k, ())) for k in KEYS)))
+    entries = [_entry(path, action, i, raw) for action in ACTIONS for i, raw in enumerate(data.get(action, []))]
     return Manifest(path, entries, native=tuple(native))
+
+
+def _entry(path: Path, action: str, index: int, raw: dict[str, Any]) -> Entry:
+    """One [[xfail]]/[[skip]] table, validated; errors name the file, the entry and its ops."""
+    where = f"{path}: [[{action}]] entry {index + 1}" + (f" (ops {raw['ops']})" if raw.get("ops") else "")
+    if not raw.get("reason") or not raw.get("ops"):
+        raise ManifestError(f"{where} needs a reason and ops")
+    if unknown := set(raw) - {"reason", "category", "issue", *KEYS}:
+        raise ManifestError(f"{where} has unknown keys {sorted(unknown)}")
+    category = raw.get("category")
+    if category not in CATEGORIES:
+        got = "has no category" if category is None else f"has category {category!r}"
+        raise ManifestError(f"{where} {got}: give one of {', '.join(CATEGORIES)}")
+    issue = raw.get("issue", "")
+    if not isinstance(issue, str) or (issue and not issue.startswith(("https://", "http://"))):
+        raise ManifestError(f"{where} has issue {issue!r}: give a link (https://...) or leave it out")
+    for key in KEYS:
+        if not isinstance(raw.get(key, []), list) or not all(isinstance(v, str) for v in raw.get(key, [])):
+            raise ManifestError(f"{where}: {key} must be a list of strings")
+    return Entry(action, raw["reason"], *(tuple(raw.get(k, ())) for k in KEYS), category=category, issue=issue)
 
 
 def locate(backend: str) -> Path | None:
@@ -163,8 +183,26 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
             by_dtypes.setdefault(failing, []).append(op)
         for failing, ops in sorted(by_dtypes.items(), key=lambda kv: sorted(kv[0])):
             dtypes = () if failing == selected_dtypes else tuple(sorted(failing))
-            kept.append(Entry("xfail", reason, tuple(ops), dtypes, (group.mode,), runtime=(runtime,)))
+            kept.append(Entry("xfail", reason, tuple(ops), dtypes, (group.mode,), runtime=(runtime,),
+                              category=guess_category(group.status, group.mode, group.cause)))
     header = (f"# torchplug check manifest for '{report['backend']['name']}' ({FILENAME}): expected failures and skips.\n"
               f"# Written by --update-manifest on the {tier} tier; review every reason. Format: torchplug/conformance/manifest.py\n")
     native = f"native = [{', '.join(json.dumps(op) for op in manifest.native)}]\n\n" if manifest.native else ""
     return header + native + "\n\n".join(entry.to_toml() for entry in kept) + "\n"
+
+
+def guess_category(status: str, mode: str, cause: str) -> str:
+    """A first category for an entry --update-manifest writes (the author reviews it)."""
+    if status in ("crashed", "timeout"):
+        return "crash"
+    if "does not support torch." in cause or "dtype" in cause.split(":")[0]:
+        return "dtype"
+    if mode == "errors":
+        return "error-message"
+    if mode in ("layout", "alias"):
+        return "layout"
+    if " differ" in cause or "float64 arbitration" in cause:
+        return "value"
+    if "NotImplementedError" in cause or "not implemented" in cause:
+        return "unsupported"
+    return "other"

@@ -17,6 +17,7 @@ from .compare import Verdict, compare, outputs, statistics, zero_signs
 from .edge_values import edge_variants
 from .errors import error_cases, errors
 from .layout import layout
+from .scalar_types import scalar_type_variants
 from .opinfo import OpEntry
 from .sides import (Skip, Target, Unsupported, detach, first_line, has_tensor, host, misplaced, on_cpu, on_device,
                     on_target, sample_args, widen)
@@ -71,13 +72,14 @@ def noncontiguous(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     return _run_forward(entry, sample, target, layout=spread)
 
 
-def edge(entry: OpEntry, sample: Any, target: Target) -> Verdict:
-    """The sample at the edges of values and shapes (edge_values.py), each variant held to the CPU's
-    results, a zero's sign included. A variant the CPU rejects (an empty input some ops refuse) is not judged."""
+def _variants(entry: OpEntry, variants: Iterator[tuple[str, Any]], target: Target, signed_zeros: bool,
+              nothing: str) -> Verdict:
+    """Each (what, variant sample) held to the CPU's results; the first failure is the verdict. A
+    variant the CPU rejects is not judged; `nothing` says why there was nothing to judge."""
     judged = []
-    for what, variant in edge_variants(sample, writes_input=entry.name.endswith("_")):  # resize_, resize_as_
+    for what, variant in variants:
         try:
-            verdict = _run_forward(entry, variant, target, signed_zeros=True)
+            verdict = _run_forward(entry, variant, target, signed_zeros=signed_zeros)
         except Skip:
             continue
         if not verdict.ok:
@@ -85,8 +87,24 @@ def edge(entry: OpEntry, sample: Any, target: Target) -> Verdict:
             return verdict
         judged.append(what)
     if not judged:
-        raise Skip("the CPU rejects every edge variant of this sample")
+        raise Skip(nothing)
     return Verdict(True, f"judged: {', '.join(judged)}")
+
+
+def edge(entry: OpEntry, sample: Any, target: Target) -> Verdict:
+    """The sample at the edges of values and shapes (edge_values.py), each variant held to the CPU's
+    results, a zero's sign included. A variant the CPU rejects (an empty input some ops refuse) is not judged."""
+    variants = edge_variants(sample, writes_input=entry.name.endswith("_"))  # resize_, resize_as_
+    return _variants(entry, variants, target, True, "the CPU rejects every edge variant of this sample")
+
+
+def scalar_types(entry: OpEntry, sample: Any, target: Target) -> Verdict:
+    """Integer and bool tensors where the sample has floating ones after its first input
+    (scalar_types.py): ldexp's integer exponent, a bool mask given as floats."""
+    variants = list(scalar_type_variants(sample))
+    if not variants:
+        raise Skip("no floating tensor argument besides the first input")
+    return _variants(entry, iter(variants), target, False, "the CPU rejects integer and bool arguments here")
 
 
 def _scalar_loss(result: Any) -> torch.Tensor | None:
@@ -131,7 +149,10 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         made = [torch.empty_like(t, device=device) for t in leaves]
         return made[0] if isinstance(expected, torch.Tensor) else tuple(made)
 
-    cpu_returned = on_cpu(target, lambda: entry.op(*detach(args), **detach(kwargs), out=buffers(torch.device("cpu"))))
+    cpu_buffers = buffers(torch.device("cpu"))
+    cpu_returned = on_cpu(target, lambda: entry.op(*detach(args), **detach(kwargs), out=cpu_buffers))
+    if not (own := _judge(entry, outputs(cpu_buffers), leaves, None)).ok:  # fft.ihfftn(out=) on some samples
+        raise Skip(f"the CPU's own out= differs from its result without out= ({own.detail}): nothing to hold the device to")
     dev_args, dev_kwargs = on_target(lambda: on_device(entry, args, kwargs, target))
     out_buffers = on_target(lambda: buffers(target.device))
     returned = on_target(lambda: entry.op(*dev_args, **dev_kwargs, out=out_buffers))
@@ -176,6 +197,7 @@ def compile(entry: OpEntry, sample: Any, target: Target) -> Verdict:
 RUNNERS: dict[str, Callable[[OpEntry, Any, Target], Verdict]] = {
     "eager": eager, "autograd": autograd, "out": out, "noncontiguous": noncontiguous, "compile": compile,
     "alias": alias, "layout": layout, "errors": errors, "edge": edge,
+    "scalar_types": scalar_types,
 }
 
 

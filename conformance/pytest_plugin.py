@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from .cases import MODES, Case, CaseResult
-from .tiers import DEFAULT_DTYPES, TIERS, Selection
+from .tiers import TIERS, Selection, default_dtypes
 
 SUITE = pytest.StashKey["Suite"]()
 
@@ -24,7 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--torchplug-backend", help="collect torchplug check's cases for this backend")
     group.addoption("--torchplug-tier", choices=TIERS, default="smoke")
     group.addoption("--torchplug-modes", default=",".join(MODES))
-    group.addoption("--torchplug-dtypes", default=",".join(DEFAULT_DTYPES))
+    group.addoption("--torchplug-dtypes", help="comma-separated dtype names (default: the tier's)")
     group.addoption("--torchplug-ops", help="regular expression over op names")
     group.addoption("--torchplug-workers", type=int, default=2)
     group.addoption("--torchplug-timeout", type=float, default=60.0)
@@ -39,8 +39,9 @@ class Suite:
 
         option = config.getoption
         self.backend = option("--torchplug-backend")
-        self.selection = Selection(option("--torchplug-tier"), tuple(option("--torchplug-modes").split(",")),
-                                   tuple(option("--torchplug-dtypes").split(",")), option("--torchplug-ops"))
+        tier, dtypes = option("--torchplug-tier"), option("--torchplug-dtypes")
+        self.selection = Selection(tier, tuple(option("--torchplug-modes").split(",")),
+                                   tuple(dtypes.split(",")) if dtypes else default_dtypes(tier), option("--torchplug-ops"))
         self.manifest = load(locate(self.backend))
         self.results: dict[str, CaseResult] = {}
         self.runner = Runner(self.backend, {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},

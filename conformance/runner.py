@@ -49,6 +49,8 @@ class Worker:
             )
         self.buffer = b""
         self.info: dict[str, Any] | None = None
+        self.relevant: list[str] = []  # the backend's ATen overloads, and those the cases dispatched to (exercised.py)
+        self.exercised: set[str] = set()
         self.job: Job | None = None
         self.case: str | None = None  # the key of the case running now
         self.since = time.monotonic()
@@ -118,6 +120,8 @@ class Runner:
         self.selector = selectors.DefaultSelector()
         self.workers: list[Worker] = []
         self.info: dict[str, Any] | None = None
+        self.relevant: list[str] = []  # the backend's ATen overloads, and those the cases dispatched to (exercised.py)
+        self.exercised: set[str] = set()
         for i in range(max(1, workers)):
             self._spawn(i)
 
@@ -187,6 +191,10 @@ class Runner:
             worker.job.done.add(f"check:{message['check']['name']}")
             worker.case = None
             self.on_check(message["check"])
+        elif "overloads" in message:
+            self.exercised.update(message["overloads"])
+        elif "relevant" in message:
+            self.relevant = self.relevant or message["relevant"]
         elif "idle" in message:
             self.on_job_done(worker.job)
             worker.job, worker.case = None, None

@@ -32,6 +32,7 @@ def open_target(name: str) -> tuple[Target, dict[str, Any]]:
     codegen = backend.codegen()
     info = {
         "name": name, "device": str(device), "mode": status.mode, "status_reason": status.reason,
+        "dispatch_key": backend.spec.dispatch_key,
         "reference": f"stock torch CPU kernels ({name}'s withdrawn) and float64" if on_cpu
         else "torch's CPU kernels and float64",
         "compile_reason": target.compile_reason,

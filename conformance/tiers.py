@@ -8,6 +8,9 @@ from .cases import MODES
 
 TIERS = ("smoke", "standard", "full")
 DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
+# Integer and bool cases reach what floats never do (bitwise and shift ops, gcd, bincount, integer
+# reductions): the standard tier and above run them too.
+WIDE_DTYPES = DEFAULT_DTYPES + ("int64", "bool")
 
 # About sixty core ops: arithmetic, math, reductions, shapes, indexing, linear algebra, NN layers.
 SMOKE_OPS = (
@@ -34,9 +37,9 @@ COMPILE_STANDARD = (
 # The errors mode's "samples" are error inputs: OpInfo's, then out-of-range variants (errors.py).
 SAMPLES: dict[str, dict[str, int | None]] = {
     "smoke": {"eager": 2, "autograd": 1, "out": 1, "noncontiguous": 2, "compile": 1,
-              "alias": 1, "layout": 1, "errors": 2, "edge": 1},
-    "standard": {"eager": 6, "autograd": 2, "out": 2, "noncontiguous": 1, "compile": 1,
-                 "alias": 3, "layout": 2, "errors": None, "edge": 2},
+              "alias": 1, "layout": 1, "errors": 2, "edge": 1, "scalar_types": 1},
+    "standard": {"eager": 6, "autograd": 2, "out": 6, "noncontiguous": 1, "compile": 1,
+                 "alias": 3, "layout": 2, "errors": None, "edge": 2, "scalar_types": 3},
     "full": {mode: None for mode in MODES},
 }
 
@@ -51,6 +54,11 @@ class Selection:
     ops: str | None = None  # a regular expression over op names (--ops)
     op: str | None = None  # exactly this op (--op, from a repro line)
     sample: int | None = None  # exactly this sample index (--sample)
+
+
+def default_dtypes(tier: str) -> tuple[str, ...]:
+    """The dtypes a tier runs when none are asked for."""
+    return DEFAULT_DTYPES if tier == "smoke" else WIDE_DTYPES
 
 
 def tier_ops(tier: str, all_names: list[str], mode: str) -> list[str]:

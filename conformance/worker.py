@@ -7,7 +7,9 @@ stream). Before each case it says `start`, so a crash or hang is pinned on that 
   -> {"group": {"op", "dtype", "modes": {mode: [sample indices] | null (all)}, "done": [keys]}}
   -> {"checks": [runtime check names]}
   <- {"hello": {...backend info}} | {"fatal": message}
-  <- {"start": key}  {"result": CaseResult json} | {"check": {...}}  ...  {"idle": true}
+  <- {"relevant": [overloads]}  (once, after hello, on emulated devices: exercised.py)
+  <- {"start": key}  {"result": CaseResult json} {"overloads": [newly exercised]} | {"check": {...}}  ...
+     {"idle": true}
 """
 
 import faulthandler
@@ -58,7 +60,7 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
     return result
 
 
-def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
+def run_group(request: dict[str, Any], target: Any, out: TextIO, recorder: Any = None) -> None:
     import torch
 
     from . import opinfo
@@ -82,6 +84,8 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO) -> None:
                 continue
             _send(out, {"start": case.key})
             _send(out, {"result": run_case(case, entry, inputs[mode][index], target).to_json()})
+            if recorder is not None and (fresh := recorder.fresh()):
+                _send(out, {"overloads": fresh})
 
 
 def main() -> None:
@@ -104,10 +108,16 @@ def main() -> None:
         _send(out, {"fatal": f"{type(err).__name__}: {err}"})
         return
     _send(out, {"hello": info})
+    recorder = None
+    if info["mode"] == "emulated":  # exercised.py: only the emulated runtime notes what reaches the device
+        from .exercised import Recorder, relevant_overloads
+
+        _send(out, {"relevant": relevant_overloads(info["dispatch_key"])})
+        recorder = Recorder()
     for line in sys.stdin:
         request = json.loads(line)
         if "group" in request:
-            run_group(request["group"], target, out)
+            run_group(request["group"], target, out, recorder)
         elif "checks" in request:
             from .runtime_checks import run_check
 

@@ -48,6 +48,7 @@ backend = FakeBackend()
 MANIFEST = '''
 [[xfail]]
 reason = "abs is expected to fail (it does not: xpass)"
+category = "value"
 ops = ["abs"]
 modes = ["eager"]
 dtypes = ["float32"]
@@ -149,3 +150,16 @@ def test_pytest_runs_the_same_cases_as_items(tpbad_run, tmp_path):
     assert outcomes == {name: "PASSED" if status == "pass" else "FAILED" for name, status in expected.items()}, \
         result.stdout[-3000:]
     assert "repro: torchplug check tpbad --op neg --dtype float16 --mode eager" in result.stdout
+
+
+def test_the_coverage_audit_names_what_the_cases_dispatched_to_the_device(tpbad_run):
+    """The emulated runtime notes each overload reaching the device key: abs's samples reach aten::abs.out
+    (abs is a composite of it), nothing reached aten::lerp, and sparse overloads are out of reach on a
+    device of strided tensors."""
+    _, _, report, result = tpbad_run
+    cov = report["coverage"]
+    assert "aten::abs.out" in cov["exercised_overloads"] and "aten::lerp.Scalar" not in cov["exercised_overloads"]
+    assert cov["unexercised"]["aten::lerp.Scalar"] == "no case dispatches to it"
+    assert cov["unexercised"]["aten::_to_sparse_csr"].startswith("out of reach")
+    assert cov["relevant"] > 1000 and cov["percent"] == round(100 * cov["exercised"] / cov["relevant"], 1)
+    assert f"COVERAGE  {cov['percent']:.1f}% of {cov['relevant']} backend-relevant ATen overloads" in result.stdout

@@ -56,7 +56,8 @@ def _result(op, dtype, mode, status, detail=""):
 
 def test_manifest_xfail_xpass_and_runtime(tmp_path):
     path = tmp_path / "conformance.toml"
-    path.write_text('[[xfail]]\nreason = "known"\nops = ["linalg.*"]\nmodes = ["out"]\nruntime = ["emulated"]\n')
+    path.write_text('[[xfail]]\nreason = "known"\ncategory = "value"\nops = ["linalg.*"]\nmodes = ["out"]\n'
+                    'runtime = ["emulated"]\n')
     manifest = load(path)
     manifest.runtime = "emulated"
     assert manifest.apply(_result("linalg.svd", "float32", "out", "fail", "x"), "smoke").status == "xfail"
@@ -67,6 +68,30 @@ def test_manifest_xfail_xpass_and_runtime(tmp_path):
     path.write_text('[[xfail]]\nops = ["a"]\n')
     with pytest.raises(ManifestError, match="needs a reason and ops"):
         load(path)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ('', r"\[\[skip\]\] entry 2 \(ops \['b\*'\]\) has no category: give one of dtype, value, error-message, "
+         r"unsupported, layout, crash, other"),
+    ('category = "flaky"\n', r"entry 2 \(ops \['b\*'\]\) has category 'flaky': give one of dtype"),
+    ('category = "crash"\nissue = "#12"\n', r"entry 2 \(ops \['b\*'\]\) has issue '#12': give a link"),
+])
+def test_manifest_entries_need_a_reason_category_and_an_issue_link_if_any(tmp_path, extra, message):
+    path = tmp_path / "conformance.toml"
+    first = '[[skip]]\nreason = "ok"\ncategory = "crash"\nissue = "https://github.com/o/r/issues/1"\nops = ["a"]\n\n'
+    path.write_text(first + f'[[skip]]\nreason = "bad"\n{extra}ops = ["b*"]\n')
+    with pytest.raises(ManifestError, match=message):
+        load(path)
+    path.write_text(first)
+    entry = load(path).entries[0]
+    assert (entry.category, entry.issue) == ("crash", "https://github.com/o/r/issues/1")
+    assert load_text(tmp_path, entry.to_toml()).entries == [entry]  # written back as read
+
+
+def load_text(tmp_path, text):
+    path = tmp_path / "written.toml"
+    path.write_text(text)
+    return load(path)
 
 
 def test_update_manifest_drops_fixed_entries_and_groups_new_failures():
@@ -81,6 +106,7 @@ def test_update_manifest_drops_fixed_entries_and_groups_new_failures():
     text = updated(old, report)
     assert "fixed now" not in text and "other tier" in text
     assert 'ops = ["exp", "neg"]' in text and 'dtypes = ["float16"]' in text and 'modes = ["eager"]' in text
+    assert 'category = "value"' in text  # a values mismatch, for the author to review
     assert len(failure_groups(cases)) == 2  # the xpass, and the two failures with one cause
     assert cause("output 0: 3 of 4 differ (max abs 1.5)") == cause("output 1: 7 of 8 differ (max abs 2)")
 
@@ -98,7 +124,7 @@ def test_ops_that_must_never_fall_back_are_told_by_their_schema(op, why):
 
 def test_fallback_verdicts_and_the_manifests_native_ops(tmp_path):
     path = tmp_path / "conformance.toml"
-    path.write_text('native = ["aten::mm"]\n\n[[xfail]]\nreason = "known"\nops = ["sum"]\n')
+    path.write_text('native = ["aten::mm"]\n\n[[xfail]]\nreason = "known"\ncategory = "other"\nops = ["sum"]\n')
     manifest = load(path)
     assert manifest.native == ("aten::mm",)
 
@@ -128,3 +154,58 @@ def test_zero_signs_are_held_to_the_cpus():
     assert zero_signs([torch.tensor([0.0, -0.0, 1.0])], cpu) == ""
     assert "1 zeros have the other sign" in zero_signs([torch.tensor([0.0, 0.0, 1.0])], cpu)
     assert compare([torch.tensor([0.0, 0.0, 1.0])], cpu).ok  # values alone cannot tell
+
+
+def test_scalar_type_variants_put_integers_and_bools_where_the_sample_has_floats():
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from torchplug.conformance.scalar_types import scalar_type_variants
+
+    x, exponent = torch.randn(3), torch.tensor([1.4, -2.6, float("inf")])
+    variants = dict(scalar_type_variants(SampleInput(x, args=(exponent,), kwargs={"weight": torch.ones(3)})))
+    ints, bools = variants["int64 arguments"], variants["bool arguments"]
+    assert ints.input is x and bools.input is x  # the first input keeps the case's dtype
+    assert ints.args[0].tolist() == [1, -3, 64] and ints.kwargs["weight"].dtype == torch.int64  # inf clamped
+    assert bools.args[0].dtype == torch.bool and bools.args[0].all()
+    assert list(scalar_type_variants(SampleInput(x, args=(torch.arange(3),)))) == []  # nothing floating to swap
+
+
+def test_the_audit_counts_what_is_in_reach_and_says_why_the_rest_is_not_exercised():
+    from torchplug.conformance.exercised import audit
+
+    relevant = ["aten::add.Tensor", "aten::add.out", "aten::_sparse_mm", "aten::gelu_backward", "aten::lerp.Scalar",
+                "aten::gelu_backward.grad_input", "aten::_foobar"]
+    cov = audit(relevant, {"aten::add.Tensor", "aten::not_relevant"})
+    assert (cov["relevant"], cov["exercised"], cov["percent"]) == (7, 1, 14.3)
+    assert (cov["in_reach"], cov["percent_in_reach"]) == (4, 25.0)
+    assert cov["unexercised"]["aten::gelu_backward.grad_input"].startswith("out of reach: the out= form")
+    assert cov["unexercised"]["aten::_sparse_mm"].startswith("out of reach")
+    assert cov["unexercised"]["aten::gelu_backward"] == "a backward kernel no autograd case reached"
+    assert cov["unexercised"]["aten::add.out"] == "an out= overload no out case reached"
+    assert cov["unexercised"]["aten::lerp.Scalar"] == "no case dispatches to it"
+
+
+def test_the_standard_tier_runs_integer_and_bool_cases_by_default():
+    from torchplug.conformance.tiers import default_dtypes
+
+    assert default_dtypes("smoke") == ("float32", "float16", "bfloat16")
+    assert {"int64", "bool"} <= set(default_dtypes("standard")) and default_dtypes("full") == default_dtypes("standard")
+
+
+def test_the_out_mode_skips_an_op_whose_cpu_out_disagrees_with_the_cpu_itself():
+    """torch's fft.ihfftn(out=) gives the CPU another result than ihfftn() on some samples: the
+    device cannot be held to either. A fake op with that defect shows the verdict."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from torchplug.conformance.modes import Skip, Target, out
+    from torchplug.conformance.opinfo import OpEntry
+
+    def doubled(x, *, out=None):
+        if out is None:
+            return x * 2
+        return torch.mul(x, 3, out=out)  # the out= form computes something else, on every device
+
+    entry = OpEntry("doubled", doubled, frozenset({torch.float32}), frozenset(), True,
+                    lambda dtype, grad: [SampleInput(torch.arange(4.0))])
+    with pytest.raises(Skip, match="the CPU's own out= differs from its result without out="):
+        out(entry, entry.samples(torch.float32)[0], Target("cpu", torch.device("cpu")))

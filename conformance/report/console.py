@@ -3,6 +3,7 @@
 from typing import Any
 
 from ...table import format_table
+from .coverage import coverage_line
 from .groups import failure_groups
 
 SHOWN_GROUPS = 12
@@ -39,6 +40,8 @@ def render(report: dict[str, Any]) -> str:
     lines.append(format_table(("MODE", "PASS RATE", "JUDGED", "STATUSES"), mode_rows(report)))
     if line := fallback_line(report):
         lines += ["", line]
+    if line := coverage_line(report):
+        lines.append(line)
     if report["runtime_checks"]:
         lines += ["", format_table(("RUNTIME CHECK", "RESULT", "DETAIL"),
                                    [(c["name"], c["status"], c["detail"][:100]) for c in report["runtime_checks"]])]

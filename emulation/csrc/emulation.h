@@ -116,6 +116,16 @@ void register_fallback(c10::DeviceType type);
 // Per-op kernels for ops whose composite kernels would win over the fallback, or fail on it.
 void register_composite_overrides(c10::DeviceType type);
 
+// ---- dispatched.cpp --------------------------------------------------------------------------
+// Each kernel the runtime registers notes its operator while recording is on (coverage audit).
+void note_dispatch(const c10::OperatorHandle& op);
+void record_dispatches(bool on);
+std::vector<std::string> take_dispatched();  // operators first noted since the last call
+
+// ---- sparse.cpp ------------------------------------------------------------------------------
+// Moving a sparse tensor to the type's devices raises NotImplementedError naming the layout.
+void register_sparse_refusals(c10::DeviceType type);
+
 // ---- hooks.cpp -------------------------------------------------------------------------------
 // Claims torch's PrivateUse1 hooks slot (once); false if another library holds it already.
 bool register_privateuse1_hooks();

@@ -116,6 +116,12 @@ class HostCall {
       try {
         op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
       } catch (const c10::NotImplementedError& err) {
+        // Only the dispatcher's "Could not run" means a missing kernel; a CPU kernel refusing a dtype
+        // ('"histogram_cpu" not implemented for 'Long'') raises the same type and goes on unchanged,
+        // as it does on the CPU.
+        if (std::string(err.what_without_backtrace()).find("Could not run") == std::string::npos) {
+          throw;
+        }
         TORCH_CHECK_NOT_IMPLEMENTED(
             false, op_.operator_name(), " has no CPU kernel, so torchplug's emulated ",
             target_ ? target_->str() : std::string("device"),
@@ -367,6 +373,10 @@ class HostCall {
           host->strides() != device->strides()) {
         device->set_sizes_and_strides(host->sizes(), host->strides(), host->storage_offset());
       }
+      // A kernel may conjugate or negate an argument lazily, by its bit: linalg_lu_solve.out with
+      // left=False sets out='s conj bit instead of conjugating its values.
+      device->_set_conj(host->is_conj());
+      device->_set_neg(host->is_neg());
     }
   }
 
@@ -491,6 +501,7 @@ void ignore_record_stream(const c10::OperatorHandle& /*op*/, torch::jit::Stack* 
 }  // namespace
 
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_dispatch(op);
   HostCall(op, stack).run();
 }
 

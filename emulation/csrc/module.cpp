@@ -74,6 +74,7 @@ void configure(const std::string& key, int64_t count, const std::vector<int64_t>
   st.enabled.store(true, std::memory_order_release);
   register_fallback(type);
   register_composite_overrides(type);
+  register_sparse_refusals(type);
 }
 
 // MPS tensors reach torch's device guards before any lazy-init hook runs (x.to("mps") asks the
@@ -144,6 +145,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("configure", &configure, py::arg("key"), py::arg("count"), py::arg("capacities"), py::arg("refused"),
         py::arg("backend"));
   m.def("memory_stats", &memory_stats);
+  m.def("record_dispatches", &record_dispatches);
+  m.def("take_dispatched", &take_dispatched);
   m.def("register_guard_early", &register_guard_early);
   m.def("set_configure_callback", [](py::function callback) {
     if (g_configure_callback == nullptr) {

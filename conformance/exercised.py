@@ -1,0 +1,81 @@
+"""Which ATen overloads the cases exercise on the device, against the overloads relevant to the backend.
+
+Relevant: every overload with a kernel for the backend's dispatch key and, on an emulated device, every
+overload with a CPU kernel (the emulated runtime runs those on device memory). Exercised: the overloads
+that reached the device's dispatch key during a case (composite ops arrive decomposed), as the emulated
+runtime notes them in C++ (emulation/csrc/dispatched.cpp). A TorchDispatchMode would see the same
+calls, but it changes what it watches: under one, torch's own linalg.matrix_rank(out=) returns
+garbage and sgn's backward crashed a worker. So coverage is measured on emulated devices; on a native
+device the report has none.
+"""
+
+import re
+from collections import Counter
+from typing import Any
+
+import torch
+
+# Overloads no conformance case can reach on a device that holds strided tensors: they take or make
+# sparse, quantized, MKL-DNN or nested tensors, or exist for one vendor library.
+_OUT_OF_REACH = re.compile(
+    r"^aten::(_?sparse|.*_sparse|.*sparse_|_to_sparse|to_sparse|_coalesce|coalesce|_nnz|_values|_indices|"
+    r"indices|values|crow_indices|col_indices|ccol_indices|row_indices|_spdiags|"
+    r"_?quantize|.*quantized|q_|_make_per|_fake_quant|fake_quantize|int_repr|dequantize|_empty_affine|"
+    r"_empty_per_channel|.*mkldnn|_nnpack|_nested|nested_|_fbgemm|fbgemm|_cslt|_weight_int|_convert_weight|"
+    r"_dyn_quant|_autocast|_cudnn|cudnn|miopen|_use_cudnn|_mps|_has_compatible|_fused_moving_avg)"
+)
+
+
+class Recorder:
+    """The overloads the emulated runtime saw on the device's key, handed out as they come."""
+
+    def __init__(self) -> None:
+        from ..emulation.runtime import ensure
+
+        self._ext = ensure()
+        self._ext.record_dispatches(True)
+
+    def fresh(self) -> list[str]:
+        """The overloads first dispatched to the device since the last call."""
+        return list(self._ext.take_dispatched())
+
+
+def relevant_overloads(dispatch_key: str) -> list[str]:
+    """The ATen overloads an emulated backend serves: a kernel for its dispatch key, or a CPU kernel."""
+    names = set(torch._C._dispatch_get_registrations_for_dispatch_key(dispatch_key))
+    names |= set(torch._C._dispatch_get_registrations_for_dispatch_key("CPU"))
+    return sorted(n for n in names if n.startswith("aten::"))
+
+
+# torch's own test fixtures (_foobar, _test_optional_intlist, ...): no program calls them.
+_TEST_ONLY = re.compile(r"^aten::(_foobar|_test_)")
+
+
+def why_unexercised(overload: str) -> str:
+    if _OUT_OF_REACH.match(overload):
+        return "out of reach: sparse, quantized, MKL-DNN, nested or vendor-library overloads"
+    if _TEST_ONLY.match(overload):
+        return "out of reach: torch's test-only ops"
+    if "_backward" in overload and overload.endswith(".grad_input"):
+        return "out of reach: the out= form of a backward kernel, which autograd never calls"
+    if re.search(r"_backward|_backward_", overload):
+        return "a backward kernel no autograd case reached"
+    if overload.endswith((".out", "_out")) or ".out" in overload or "_out" in overload.split(".")[-1]:
+        return "an out= overload no out case reached"
+    return "no case dispatches to it"
+
+
+def audit(relevant: list[str], exercised: set[str]) -> dict[str, Any]:
+    """The coverage section of report.json: the percentage, and every unexercised overload with why."""
+    missing = {name: why_unexercised(name) for name in relevant if name not in exercised}
+    in_reach = [name for name in relevant if not missing.get(name, "").startswith("out of reach")]
+    hit = len(relevant) - len(missing)
+    return {
+        "relevant": len(relevant), "exercised": hit,
+        "percent": round(100.0 * hit / len(relevant), 1) if relevant else 0.0,
+        "in_reach": len(in_reach),
+        "percent_in_reach": round(100.0 * hit / len(in_reach), 1) if in_reach else 0.0,
+        "reasons": dict(Counter(missing.values()).most_common()),
+        "unexercised": missing,
+        "exercised_overloads": sorted(exercised),
+    }
