@@ -4,6 +4,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .status import Status
+
 VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile", "edge", "scalar_types")  # held to the CPU's values
 SEMANTIC_MODES = ("alias", "layout", "errors")  # results held to the CPU's aliasing, strides and exceptions
 MODES = VALUE_MODES + SEMANTIC_MODES
@@ -24,7 +26,7 @@ class Case:
 @dataclass
 class CaseResult:
     case: Case
-    status: str
+    status: Status  # status.py
     detail: str = ""  # the error, the mismatch, or why it was skipped
     max_abs: float | None = None
     max_rel: float | None = None

@@ -14,9 +14,8 @@ from .plan import make_plan
 from .progress import Progress
 from .report.schema import SCHEMA, fallback_shares, machine, repro_command, repro_snippet, summary
 from .runner import Job, Runner
+from .status import PROBLEMS
 from .tiers import Selection
-
-SNIPPET_STATUSES = ("fail", "crashed", "timeout", "xpass")
 
 
 def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: float = 60.0,
@@ -76,7 +75,7 @@ def build_report(backend: str, info: dict[str, Any], selection: Selection, resul
     for result in results:
         data = result.to_json()
         data["repro"] = repro_command(backend, result.case)
-        if result.status in SNIPPET_STATUSES:
+        if result.status in PROBLEMS:
             data["snippet"] = repro_snippet(backend, info["device"], result.case)
         cases.append(data)
     return {

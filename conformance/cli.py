@@ -8,7 +8,7 @@ from typing import Any
 
 from ..entrypoints.loader import PluginError, installed
 from .cases import MODES
-from .report.console import PROBLEM_STATUSES
+from .status import FAILING
 from .tiers import DEFAULT_DTYPES, TIERS, WIDE_DTYPES, Selection, default_dtypes
 
 DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
@@ -154,4 +154,4 @@ def cmd_export(backend_name: str, manifest_path: Path | None, fmt: str, out_dir:
 
 def failed(report: dict[str, Any]) -> bool:
     """A run fails on any fail, crash or timeout, or a failed runtime check (xpass is reported, not failed)."""
-    return any(c["status"] in PROBLEM_STATUSES for c in [*report["cases"], *report["runtime_checks"]])
+    return any(c["status"] in FAILING for c in [*report["cases"], *report["runtime_checks"]])

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .cases import Case, CaseResult
+from .status import CRASHES, FAILING
 
 FILENAME = "conformance.toml"
 ACTIONS = ("xfail", "skip")
@@ -87,7 +88,7 @@ class Manifest:
         entry = self.entry_for(result.case, tier, "xfail")
         if entry is None:
             return result
-        if result.status in ("fail", "crashed", "timeout"):
+        if result.status in FAILING:
             result.detail = f"[{result.status}] {result.detail}"
             result.status = "xfail"
         elif result.status == "pass":
@@ -175,7 +176,7 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
             continue
         kept.append(entry)
     selected_dtypes = set(report["selection"]["dtypes"])
-    for group in failure_groups(cases, ("fail", "crashed", "timeout")):
+    for group in failure_groups(cases, FAILING):
         reason = f"{group.status}: {group.cause}" if group.status != "fail" else group.cause
         by_dtypes: dict[frozenset[str], list[str]] = {}  # ops failing on the same dtypes share an entry
         for op in group.ops:
@@ -193,7 +194,7 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
 
 def guess_category(status: str, mode: str, cause: str) -> str:
     """A first category for an entry --update-manifest writes (the author reviews it)."""
-    if status in ("crashed", "timeout"):
+    if status in CRASHES:
         return "crash"
     if "does not support torch." in cause or "dtype" in cause.split(":")[0]:
         return "dtype"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from .cases import MODES, Case, CaseResult
+from .status import NOT_JUDGED
 from .tiers import TIERS, Selection, default_dtypes
 
 SUITE = pytest.StashKey["Suite"]()
@@ -99,7 +100,7 @@ class CaseItem(pytest.Item):
         if result is None:
             pytest.skip("the sample does not exist in this torch version")
         repro = repro_command(suite.backend, self.case)
-        if result.status in ("skip", "unsupported", "unsupported-dtype"):
+        if result.status in NOT_JUDGED:
             pytest.skip(f"{result.status}: {result.manifest_reason or result.detail}")
         if result.status == "xfail":
             pytest.xfail(f"{result.manifest_reason} ({result.detail})")

@@ -209,3 +209,12 @@ def test_the_out_mode_skips_an_op_whose_cpu_out_disagrees_with_the_cpu_itself():
                     lambda dtype, grad: [SampleInput(torch.arange(4.0))])
     with pytest.raises(Skip, match="the CPU's own out= differs from its result without out="):
         out(entry, entry.samples(torch.float32)[0], Target("cpu", torch.device("cpu")))
+
+
+def test_every_report_names_every_status_and_the_groups_come_from_one_place():
+    from torchplug.conformance import status
+    from torchplug.conformance.report import html, markdown
+
+    assert set(markdown.SYMBOLS) == set(html.COLOURS) == set(status.STATUSES)
+    assert set(status.PROBLEMS) == {*status.FAILING, "xpass"} and set(status.PASSING).isdisjoint(status.FAILING)
+    assert set(status.NOT_JUDGED) | set(status.PASSING) | set(status.PROBLEMS) == set(status.STATUSES)

@@ -2,12 +2,11 @@
 
 from typing import Any
 
-from .console import mode_rows
 from ...table import format_table
+from ..status import CRASHES, FAILING, PASSING
+from .console import mode_rows
 
-GOOD = ("pass", "xfail")
-BAD = ("fail", "crashed", "timeout")
-CRASHES = ("crashed", "timeout")
+GOOD, BAD = PASSING, FAILING
 
 
 def _key(case: dict[str, Any]) -> tuple[str, str, str, int]:

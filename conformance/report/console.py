@@ -3,11 +3,11 @@
 from typing import Any
 
 from ...table import format_table
+from ..status import FAILING
 from .coverage import coverage_line
 from .groups import failure_groups
 
 SHOWN_GROUPS = 12
-PROBLEM_STATUSES = ("fail", "crashed", "timeout")  # what makes `torchplug check` exit 1
 
 
 def mode_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -45,7 +45,7 @@ def render(report: dict[str, Any]) -> str:
     if report["runtime_checks"]:
         lines += ["", format_table(("RUNTIME CHECK", "RESULT", "DETAIL"),
                                    [(c["name"], c["status"], c["detail"][:100]) for c in report["runtime_checks"]])]
-    failed_checks = [c for c in report["runtime_checks"] if c["status"] in PROBLEM_STATUSES]
+    failed_checks = [c for c in report["runtime_checks"] if c["status"] in FAILING]
     for check in failed_checks:  # in full: the table cuts details at 100 characters
         lines += ["", f"runtime check {check['name']} {check['status']}: {check['detail']}"]
     groups = failure_groups(report["cases"])

@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-PROBLEM_STATUSES = ("fail", "crashed", "timeout", "xpass")
+from ..status import PROBLEMS
 
 
 def cause(detail: str) -> str:
@@ -32,7 +32,7 @@ class FailureGroup:
         return sorted({c["dtype"] for c in self.cases})
 
 
-def failure_groups(cases: list[dict[str, Any]], statuses: tuple[str, ...] = PROBLEM_STATUSES) -> list[FailureGroup]:
+def failure_groups(cases: list[dict[str, Any]], statuses: tuple[str, ...] = PROBLEMS) -> list[FailureGroup]:
     """Problem cases grouped by (status, mode, cause), largest group first."""
     groups: dict[tuple[str, str, str], FailureGroup] = {}
     for case in cases:

@@ -6,6 +6,7 @@ import html
 import json
 from typing import Any
 
+from ..status import PROBLEMS
 from .console import mode_rows
 
 COLOURS = {"pass": "#3a9d5d", "xfail": "#9bc4a8", "skip": "#d0d0d0", "unsupported": "#e6e6e6",
@@ -39,7 +40,7 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 const report = JSON.parse(document.getElementById("data").textContent);
 const colours = {colours};
 const order = Object.keys(colours);
-const problem = s => ["fail", "crashed", "timeout", "xpass"].includes(s);
+const problem = s => {problems}.includes(s);
 const cells = {{}};  // mode -> op -> dtype -> [cases]
 const dtypes = [];
 for (const c of report.cases) {{
@@ -105,6 +106,6 @@ def render(report: dict[str, Any]) -> str:
     return PAGE.format(
         title=html.escape(title), subtitle=html.escape(subtitle),
         modes="<h2>Pass rate per mode</h2>" + _table(("mode", "pass rate", "judged", "statuses"), mode_rows(report)),
-        checks=checks, legend=legend, colours=json.dumps(COLOURS),
+        checks=checks, legend=legend, colours=json.dumps(COLOURS), problems=json.dumps(PROBLEMS),
         data=json.dumps(report, allow_nan=False).replace("</", "<\\/"),
     )

@@ -3,8 +3,10 @@
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from ..status import NOT_JUDGED
+
 FAILURES = {"fail": "failure", "xpass": "failure", "crashed": "error", "timeout": "error"}
-SKIPPED = ("skip", "xfail", "unsupported", "unsupported-dtype")
+SKIPPED = (*NOT_JUDGED, "xfail")
 
 
 def render(report: dict[str, Any]) -> str:

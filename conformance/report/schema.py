@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from ..cases import MODES, Case
+from ..status import NOT_JUDGED, PASSING
 
 SCHEMA = 1
-PASSING = ("pass", "xfail")  # what a pass rate counts as passing (an xfail is known and accepted)
 
 
 def machine() -> dict[str, Any]:
@@ -44,7 +44,7 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     result = {}
     for mode in sorted(by_mode, key=lambda m: MODES.index(m) if m in MODES else len(MODES)):
         counts = by_mode[mode]
-        judged = sum(n for status, n in counts.items() if status not in ("skip", "unsupported", "unsupported-dtype"))
+        judged = sum(n for status, n in counts.items() if status not in NOT_JUDGED)
         passing = sum(counts[s] for s in PASSING)
         result[mode] = {"counts": dict(counts), "judged": judged,
                         "pass_rate": round(passing / judged, 4) if judged else None}
