@@ -1,7 +1,6 @@
 """`torchplug check`'s engine: plan the cases, run them in workers, build the JSON report."""
 
 import datetime
-import os
 import shlex
 import sys
 import time
@@ -10,7 +9,7 @@ from typing import Any, TextIO
 from .cases import CaseResult
 from .manifest import Manifest, locate
 from .manifest import load as load_manifest
-from .plan import make_plan
+from .plan import plan_on, worker_environment
 from .progress import Progress
 from .report.schema import SCHEMA, fallback_shares, machine, repro_command, repro_snippet, summary
 from .runner import Job, Runner
@@ -31,8 +30,6 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
 
     started = time.monotonic()
     manifest = manifest if manifest is not None else load_manifest(locate(backend))
-    worker_env = {**os.environ, **(env or {})}
-    worker_env.setdefault("OMP_NUM_THREADS", "1")  # parallelism comes from the workers, one core each
     results: list[CaseResult] = []
     checks: list[dict[str, Any]] = []
     progress: Progress | None = None
@@ -46,12 +43,10 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
         if progress is not None:
             progress.group_done()
 
-    runner = Runner(backend, worker_env, workers, timeout_s, on_result, checks.append, on_job_done)
+    runner = Runner(backend, worker_environment(env), workers, timeout_s, on_result, checks.append, on_job_done)
     try:
         opinfo.all_ops()  # the parent reads the op database while the workers start
-        info = runner.hello()
-        manifest.runtime = info["mode"]
-        plan = make_plan(selection, set(info["dtypes"]), info["compile_reason"], manifest)
+        plan, info = plan_on(runner, selection, manifest)
         # Compiling is the slowest work: start it first, so the other worker's eager groups overlap it.
         jobs = [Job(group) for group in sorted(plan.groups, key=lambda g: "compile" not in g.modes)]
         if runtime_checks and selection.op is None:

@@ -1,6 +1,8 @@
 """Turn a Selection into groups of cases: one group per (op, dtype), its samples shared by every mode."""
 
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from .cases import Case, CaseResult
 from .manifest import Manifest
@@ -78,3 +80,18 @@ def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: st
                 continue
             groups.append(Group(name, dtype_name, chosen, {m: SAMPLES[selection.tier][m] for m in chosen}))
     return Plan(groups, unrunnable, mode_notes)
+
+
+def plan_on(runner: Any, selection: Selection, manifest: Manifest) -> tuple[Plan, dict[str, Any]]:
+    """Ask the started workers what the backend offers, and plan `selection` against it: the one way
+    `torchplug check` and the pytest plugin plan. Returns the plan and the workers' hello."""
+    info = runner.hello()
+    manifest.runtime = info["mode"]  # entries scoped to a runtime (native or emulated) apply from here on
+    return make_plan(selection, set(info["dtypes"]), info["compile_reason"], manifest), info
+
+
+def worker_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The workers' environment: one OpenMP thread each unless set, since parallelism comes from the workers."""
+    env = {**os.environ, **(extra or {})}
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env

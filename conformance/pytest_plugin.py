@@ -8,7 +8,6 @@ an xfail, an xpass fails (the manifest is out of date), skips and unsupported ca
 Without --torchplug-backend the plugin does nothing (and imports nothing heavy).
 """
 
-import os
 from typing import Any
 
 import pytest
@@ -36,6 +35,7 @@ class Suite:
 
     def __init__(self, config: pytest.Config) -> None:
         from .manifest import load, locate
+        from .plan import worker_environment
         from .runner import Runner
 
         option = config.getoption
@@ -45,8 +45,7 @@ class Suite:
                                    tuple(dtypes.split(",")) if dtypes else default_dtypes(tier), option("--torchplug-ops"))
         self.manifest = load(locate(self.backend))
         self.results: dict[str, CaseResult] = {}
-        self.runner = Runner(self.backend, {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
-                             option("--torchplug-workers"), option("--torchplug-timeout"),
+        self.runner = Runner(self.backend, worker_environment(), option("--torchplug-workers"), option("--torchplug-timeout"),
                              self._record, lambda check: None)
         self.ran = False
 
@@ -58,11 +57,9 @@ class Suite:
         import torch
 
         from . import opinfo
-        from .plan import make_plan
+        from .plan import plan_on
 
-        info = self.runner.hello()
-        self.manifest.runtime = info["mode"]
-        plan = make_plan(self.selection, set(info["dtypes"]), info["compile_reason"], self.manifest)
+        plan, _ = plan_on(self.runner, self.selection, self.manifest)
         for result in plan.unrunnable:
             self.results[result.case.key] = result
         cases = [r.case for r in plan.unrunnable]
