@@ -64,6 +64,8 @@ def check_residual_args(x: Tensor, residual: Tensor, weight: Tensor) -> None:
     check_norm_args("fused_add_rms_norm_", x, weight)
     _check("fused_add_rms_norm_", x.shape == residual.shape,
            f"x {list(x.shape)} and residual {list(residual.shape)} must have the same shape")
+    _check("fused_add_rms_norm_", x.dtype == residual.dtype,
+           f"x ({x.dtype}) and residual ({residual.dtype}) must have the same dtype")
 
 
 def fused_add_rms_norm_ref_(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> None:
@@ -98,6 +100,8 @@ def check_rotary(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> None:
     want = (tokens, head_dim // 2)
     _check("rotary_embedding", tuple(cos.shape) == want and tuple(sin.shape) == want,
            f"cos {list(cos.shape)} and sin {list(sin.shape)} must be [tokens, head_dim // 2] = {want}")
+    # torchplug-cpu rotates q and k in one dtype: the reference asks the same, so every device refuses alike.
+    _check("rotary_embedding", q.dtype == k.dtype, f"q ({q.dtype}) and k ({k.dtype}) must have the same dtype")
 
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

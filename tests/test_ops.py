@@ -110,6 +110,12 @@ def test_fused_add_rms_norm_updates_both_tensors_in_place(grad):
      r"cos \[5, 16\] and sin \[5, 16\] must be \[tokens, head_dim // 2\] = \(5, 8\)"),
     (lambda: ops.fused_add_rms_norm(torch.randn(4, 8), torch.randn(3, 8), torch.randn(8), EPS),
      r"x \[4, 8\] and residual \[3, 8\] must have the same shape"),
+    # Mixed dtypes: torchplug-cpu's kernels refuse them (naming dtypes as C++ does), so the reference does too.
+    (lambda: ops.rotary_embedding(torch.randn(5, 4, 16), torch.randn(5, 2, 16).double(), torch.randn(5, 8),
+                                  torch.randn(5, 8)),
+     r"torchplug::rotary_embedding: q \((torch.float32|Float)\) and k \((torch.float64|Double)\) must have the same dtype"),
+    (lambda: ops.fused_add_rms_norm(torch.randn(4, 8), torch.randn(4, 8).double(), torch.randn(8), EPS),
+     r"x \((torch.float32|Float)\) and residual \((torch.float64|Double)\) must have the same dtype"),
 ])
 def test_bad_input_names_the_op_and_shapes(call, message):
     with pytest.raises(ValueError, match=message):
