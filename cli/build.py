@@ -64,7 +64,6 @@ def about_to_build(argv: Sequence[str] = sys.argv) -> bool:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from .. import extension
-
     from ..entrypoints import discover, loaded_backend
 
     targets = _targets()

@@ -8,8 +8,10 @@ compile, never inside ``import torch``.
 """
 
 from ..entrypoints.compile_target import CodegenTarget
-from .host import HostCppTarget
-from .native import NativeTarget
+from ..lazy import lazy_exports
 
-__all__ = ["CodegenTarget", "HostCppTarget", "NativeTarget"]
+# The targets load on first access: the codegen extension (extension.py) is imported inside every
+# ``import torch``.
+_TARGETS, _MODULE_OF, __getattr__ = lazy_exports(__name__, {"host": ("HostCppTarget",), "native": ("NativeTarget",)})
+__all__ = ["CodegenTarget", *_TARGETS]
 

@@ -20,9 +20,6 @@ class MetalCaptureTarget(EmulatedTarget):
     name = "metal-capture (emulated; codegen only, Metal cannot run here)"
     runs_kernels = False
 
-    def __init__(self, device_type: str = "mps") -> None:
-        super().__init__(device_type)
-
     def uuid(self) -> Hashable:
         return ("torchplug-metal-capture", VERSION)
 

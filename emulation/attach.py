@@ -6,6 +6,7 @@ loaded on first device use (runtime.py).
 """
 
 import threading
+
 import torch
 
 from .. import warn
@@ -92,9 +93,8 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         if not config.forced(name) and _native_works(backend):
             _decline(name, "real hardware is present and native wins; set TORCHPLUG_EMULATE_FORCE=1 to emulate anyway")
             return None
-        if spec.device_type in attached():
-            other = attached()[spec.device_type].backend
-            _decline(name, f"backend {other!r} already emulates the {spec.device_type!r} device type")
+        if (other := attached().get(spec.device_type)) is not None:
+            _decline(name, f"backend {other.backend!r} already emulates the {spec.device_type!r} device type")
             return None
         count = config.device_count(name)
         attachment = Attachment(

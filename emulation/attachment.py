@@ -4,7 +4,6 @@ A module of its own, below the runtime, its hooks and its device modules, which 
 attach.py decides what to attach.
 """
 
-import threading
 from dataclasses import dataclass
 
 import torch
@@ -33,15 +32,12 @@ class Attachment:
         return f"torchplug emulated {self.label} (host memory)"
 
 
-_lock = threading.Lock()
-_attached: dict[str, Attachment] = {}  # by torch device type, in attach order
+_attached: dict[str, Attachment] = {}  # by torch device type, in attach order (attach.py records under its lock)
 
 
 def attached() -> dict[str, Attachment]:
-    with _lock:
-        return dict(_attached)
+    return dict(_attached)
 
 
 def record(attachment: Attachment) -> None:
-    with _lock:
-        _attached[attachment.device_type] = attachment
+    _attached[attachment.device_type] = attachment

@@ -15,7 +15,7 @@ from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 from .versions import declared_torch_range
 
 __all__ = [
-    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceProfile", "DeviceStatus", "EmulatedShape", "Mode",
-    "PluginError", "PluginRecord", "SpecError", "TritonArch", "TorchplugWarning", "autoload", "backend", "declared_torch_range", "discover",
-    "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
+    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceProfile", "DeviceStatus",
+    "EmulatedShape", "Mode", "PluginError", "PluginRecord", "SpecError", "TorchplugWarning", "TritonArch", "autoload",
+    "backend", "declared_torch_range", "discover", "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
 ]

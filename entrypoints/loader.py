@@ -165,8 +165,9 @@ def _plugin_entry_points() -> list[tuple[EntryPoint, PackageMetadata]]:
         key = re.sub(r"[-_.]+", "-", metadata["Name"]).lower()
         if key not in seen:
             seen.add(key)
-            points.extend((ep, metadata) for ep in dist.entry_points if ep.group == GROUP)
-            extension_points.extend(ep for ep in dist.entry_points if ep.group == extensions.GROUP)
+            declared = dist.entry_points  # parsed on every access: read it once
+            points.extend((ep, metadata) for ep in declared if ep.group == GROUP)
+            extension_points.extend(ep for ep in declared if ep.group == extensions.GROUP)
     extensions.declare(extension_points)  # the same scan serves the runtime parts' extension points
     return sorted(points, key=lambda pair: pair[0].name)
 
