@@ -53,6 +53,7 @@ class Worker:
         self.exercised: set[str] = set()
         self.job: Job | None = None
         self.case: str | None = None  # the key of the case running now
+        self.side = "device"  # or "reference": the worker is running the case's CPU reference (worker.py)
         self.since = time.monotonic()
 
     def send(self, message: dict[str, Any]) -> None:
@@ -181,7 +182,9 @@ class Runner:
         elif "fatal" in message:
             raise CheckError(message["fatal"])
         elif "start" in message:
-            worker.case, worker.since = message["start"], time.monotonic()
+            worker.case, worker.since, worker.side = message["start"], time.monotonic(), "device"
+        elif "side" in message:
+            worker.side = message["side"]
         elif "result" in message:
             result = CaseResult.from_json(message["result"])
             worker.job.done.add(result.case.key)
@@ -221,6 +224,8 @@ class Runner:
             self.on_job_done(job)
             return
         job.done.add(key)
+        if worker.side == "reference":  # torch's CPU kernel died on the sample: the device was never judged
+            status, detail = "skip", f"the CPU reference {status} ({detail}), not the device: the case cannot judge it"
         if key.startswith("check:"):
             self.on_check({"name": key.removeprefix("check:"), "status": status, "detail": detail, "time_s": 0.0})
         else:

@@ -8,10 +8,14 @@ stream). Before each case it says `start`, so a crash or hang is pinned on that 
   -> {"checks": [runtime check names]}
   <- {"hello": {...backend info}} | {"fatal": message}
   <- {"relevant": [overloads]}  (once, after hello, on emulated devices: exercised.py)
-  <- {"start": key}  {"result": CaseResult json} {"overloads": [newly exercised]} | {"check": {...}}  ...
-     {"idle": true}
+  <- {"start": key}  {"side": "reference"} {"side": "device"}  {"result": CaseResult json}
+     {"overloads": [newly exercised]} | {"check": {...}}  ...  {"idle": true}
+
+The side messages bracket every run of the CPU reference, so the runner blames a crash or hang
+there on torch's CPU kernel, not on the device under test.
 """
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -33,6 +37,22 @@ def _send(stream: TextIO, message: dict[str, Any]) -> None:
 
 def _selected(indices: list[int] | None, count: int) -> Iterator[int]:
     yield from range(count) if indices is None else (i for i in indices if i < count)
+
+
+def announce_reference(target: Any, out: TextIO) -> None:
+    """Make the target's CPU-reference context tell the runner when the reference starts and ends."""
+    reference = target.reference
+
+    @contextlib.contextmanager
+    def announced() -> Iterator[None]:
+        _send(out, {"side": "reference"})
+        try:
+            with reference():
+                yield
+        finally:
+            _send(out, {"side": "device"})
+
+    target.reference = announced
 
 
 def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
@@ -107,6 +127,7 @@ def main() -> None:
     except Exception as err:
         _send(out, {"fatal": f"{type(err).__name__}: {err}"})
         return
+    announce_reference(target, out)
     _send(out, {"hello": info})
     recorder = None
     if info["mode"] == "emulated":  # exercised.py: only the emulated runtime notes what reaches the device

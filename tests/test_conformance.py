@@ -1,7 +1,8 @@
 """`torchplug check` reports what it should, on a plugin written to misbehave (`tpbad`).
 
 tpbad is an emulated PrivateUse1 device with two kernels of its own: `neg` is wrong for float16
-only, and `exp` segfaults on float32. Its manifest expects `abs` to fail, which it does not. It has
+only, and `exp` segfaults on float32. It also breaks the CPU's own `sin` for float16 (a segfault),
+as torch's CPU kernels do on a few samples: the reference crashes there, not the device. Its manifest expects `abs` to fail, which it does not. It has
 no Inductor target. One run of the suite on it (in worker processes, as users run it) gives every
 result the tests below look at.
 """
@@ -34,6 +35,11 @@ def crashing_exp(x):
         ctypes.string_at(0)  # a segfault, as a broken native kernel gives
     return torch.exp(x.cpu()).to(x.device)
 
+def crashing_cpu_sin(x):
+    if x.dtype == torch.float16:
+        ctypes.string_at(0)
+    return torch.ops.aten.sin.default.redispatch(torch._C.DispatchKeySet("CPU"), x)
+
 def setup(self):
     super(FakeBackend, self).setup()
     from torchplug import emulation
@@ -41,6 +47,7 @@ def setup(self):
     emulation.ensure()  # the runtime registers its own structured-op kernels when it loads: ours go after
     _lib.impl("neg", wrong_neg, "PrivateUse1")
     _lib.impl("exp", crashing_exp, "PrivateUse1")
+    _lib.impl("sin", crashing_cpu_sin, "AutogradCPU")  # the CPU reference only: the device never runs it
 
 FakeBackend.setup = setup
 backend = FakeBackend()
@@ -61,7 +68,7 @@ def tpbad_run(tmp_path_factory):
     make_plugin(root, "tpbad", TPBAD)
     (root / "conformance.toml").write_text(MANIFEST)
     out = root / "out"
-    result = run_cli("check", "tpbad", "--ops", "^(neg|exp|abs)$", "--dtypes", "float32,float16",
+    result = run_cli("check", "tpbad", "--ops", "^(neg|exp|abs|sin)$", "--dtypes", "float32,float16",
                      "--modes", "eager,compile", "--no-runtime-checks", "--report", str(out),
                      path=root, TORCHPLUG_EMULATE="tpbad")
     assert (out / "report.json").is_file(), result.stdout + result.stderr
@@ -91,6 +98,14 @@ def test_a_segfaulting_kernel_is_crashed_and_the_run_finishes(tpbad_run):
     assert crashed and all(c["status"] == "crashed" for c in crashed)
     assert "SIGSEGV" in crashed[0]["detail"]
     assert all(c["status"] == "pass" for c in _cases(report, "exp", "float16"))  # after the crashes, same op
+
+
+def test_a_crash_of_the_cpu_reference_is_not_blamed_on_the_device(tpbad_run):
+    _, _, report, _ = tpbad_run
+    skipped = _cases(report, "sin", "float16")
+    assert skipped and all(c["status"] == "skip" for c in skipped)
+    assert "the CPU reference crashed (worker process died (SIGSEGV)), not the device" in skipped[0]["detail"]
+    assert all(c["status"] == "pass" for c in _cases(report, "sin", "float32"))
 
 
 def test_a_manifest_xfail_that_passes_is_an_xpass(tpbad_run):
