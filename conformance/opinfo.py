@@ -48,8 +48,9 @@ class OpEntry:
     error_fn: Callable[[str], Iterable[Any]] | None = None  # OpInfo's error inputs for a device type
     out_names: tuple[str, ...] = ()  # the out= tensors' keywords (grad_input; out, indices), () for `out=`
     # False for internal kernels that trust their caller for consistent arguments (backward kernels given
-    # grad_output): torch's CPU kernels read out of bounds on an out-of-range index or a grad_output cut
-    # to empty, so the suite derives neither (errors mode's out-of-range variants, edge mode's shapes).
+    # grad_output): torch's CPU kernels read out of bounds on an out-of-range index, a grad_output cut to
+    # empty or a bool tensor where a float one belongs, so the suite derives none of those (the errors
+    # mode's out-of-range variants, the edge mode's shapes, the scalar_types mode).
     validates_inputs: bool = True
 
     @property
