@@ -117,7 +117,8 @@ def _losses() -> dict[str, Callable[[], list[S]]]:
         "smooth_l1_loss": lambda: [S(*pair(), 1, 0.5), S(*pair(), 2, 1.0)],
         "binary_cross_entropy": lambda: [S(_p(3, 4), _p(3, 4), None, 1), S(_p(5), _p(5), _p(5), 0)],
         "multi_margin_loss": lambda: [S(_t(3, 4), _idx(4, 3), 1, 1.0, None, 1), S(_t(3, 4), _idx(4, 3), 2, 0.5, _p(4), 0)],
-        "multilabel_margin_loss_forward": lambda: [S(_t(3, 4), torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]]), 1)],
+        "multilabel_margin_loss_forward": lambda: [
+            S(_t(3, 4), torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]]), 1)],
         "nll_loss_forward": lambda: [S(_t(3, 4), _idx(4, 3), None, 1, -100), S(_t(3, 4), _idx(4, 3), _p(4), 0, 2)],
         "nll_loss2d_forward": lambda: [S(_t(2, 3, 2, 2), _idx(3, 2, 2, 2), None, 1, -100),
                                        S(_t(2, 3, 2, 2), _idx(3, 2, 2, 2), _p(3), 2, 1)],
@@ -151,7 +152,8 @@ def _activations() -> dict[str, Callable[[], list[S]]]:
         "_add_relu": lambda: [S(x(), x()), S(x(), x(), alpha=2), S(x(), 0.5)],
         "_softmax": lambda: [S(x(), 1, False), S(x(), 0, False)],
         "_log_softmax": lambda: [S(x(), 1, False)],
-        "_masked_softmax": lambda: [S(_t(2, 3, 4), torch.tensor([[False, True, False, False]] * 3).expand(2, 3, 4).clone(), -1, None)],
+        "_masked_softmax": lambda: [
+            S(_t(2, 3, 4), torch.tensor([[False, True, False, False]] * 3).expand(2, 3, 4).clone(), -1, None)],
         "glu_jvp": lambda: [S(torch.nn.functional.glu(_t(3, 4), -1), _t(3, 4), _t(3, 4), -1)],
         # (grad_x, grad_glu, x, dgrad_glu, dx, dim): the forward-mode derivative of glu's backward
         "glu_backward_jvp": lambda: [S(_t(3, 4), _t(3, 2), _t(3, 4), _t(3, 2), _t(3, 4), -1)],
@@ -172,8 +174,8 @@ def _convolutions() -> dict[str, Callable[[], list[S]]]:
         "_weight_norm_interface": lambda: [S(_t(4, 3), _p(4, 1), 0), S(_t(2, 5), _p(1, 5), 1)],
         "_embedding_bag": lambda: [S(_t(6, 3), torch.tensor([0, 2, 4, 1, 5]), torch.tensor([0, 2]), False, mode, False)
                                    for mode in (1, 2)],
-        "_scaled_dot_product_flash_attention_for_cpu": lambda: [S(_t(1, 2, 4, 8), _t(1, 2, 4, 8), _t(1, 2, 4, 8)),
-                                                                S(_t(1, 2, 3, 8), _t(1, 2, 5, 8), _t(1, 2, 5, 8), 0.0, True)],
+        "_scaled_dot_product_flash_attention_for_cpu": lambda: [
+            S(_t(1, 2, 4, 8), _t(1, 2, 4, 8), _t(1, 2, 4, 8)), S(_t(1, 2, 3, 8), _t(1, 2, 5, 8), _t(1, 2, 5, 8), 0.0, True)],
     }
 
 
@@ -317,7 +319,8 @@ def _tensor_state() -> dict[str, Callable[[], list[S]]]:
         "_convert_indices_from_coo_to_csr": lambda: [S(torch.tensor([0, 0, 1, 3, 3]), 4),
                                                      S(torch.tensor([0, 1, 1, 2]), 3, out_int32=True)],
         "_convert_indices_from_csr_to_coo": lambda: [S(torch.tensor([0, 2, 3, 5]), torch.tensor([0, 1, 1, 0, 2])),
-                                                     S(torch.tensor([0, 1, 3]), torch.tensor([2, 0, 1]), out_int32=True, transpose=True)],
+                                                     S(torch.tensor([0, 1, 3]), torch.tensor([2, 0, 1]), out_int32=True,
+                                                       transpose=True)],
         "_validate_compressed_sparse_indices": lambda: [S(True, torch.tensor([0, 2, 3, 5]), torch.tensor([0, 1, 1, 0, 2]),
                                                           3, 3, 5)],
         "_nested_compute_contiguous_strides_offsets": lambda: [S(torch.tensor([[2, 3], [4, 3]]))],
