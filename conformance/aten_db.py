@@ -382,7 +382,8 @@ def forward_table() -> dict[str, Callable[[], list[S]]]:
     return table
 
 
-# Ops whose integer or boolean inputs make float dtypes meaningless: their samples run as int64 only.
+# Each entry runs under one dtype, float32, or int64 for these ops on integers: the samples choose their
+# tensors' dtypes themselves (int8 for _int_mm, float8 for _scaled_mm), and the dtype names the case.
 _INTEGER_OPS = frozenset({"__lshift__", "__rshift__", "__ilshift__", "__irshift__", "isin", "unique_dim",
                           "unique_dim_consecutive", "_convert_indices_from_coo_to_csr",
                           "_convert_indices_from_csr_to_coo", "_validate_compressed_sparse_indices",
@@ -599,17 +600,16 @@ def _dtypes(name: str) -> frozenset[torch.dtype]:
     return I64 if name in _INTEGER_OPS else F32
 
 
-def entries() -> list[Any]:
-    """Every ATen-level entry, named `aten.<op>`."""
-    from .opinfo import OpEntry
-
-    def entry(name: str, make: Callable[[], list[S]], dtype_of: str, trusting: bool = False) -> OpEntry:
+def entries(entry_type: Callable[..., Any]) -> list[Any]:
+    """Every ATen-level entry, named `aten.<op>`, made by `entry_type` (opinfo.OpEntry: opinfo.py joins
+    these entries into all_ops(), so this module does not import it)."""
+    def entry(name: str, make: Callable[[], list[S]], dtype_of: str, trusting: bool = False) -> Any:
         def samples(dtype: torch.dtype, grad: bool) -> Iterable[Any]:
             return (s.sample() for s in make())
         outs = out_names(name) if name.split(".")[0] not in WRITES else ()
-        return OpEntry(name=f"aten.{name}", op=callable_for(name), dtypes=_dtypes(dtype_of), backward_dtypes=frozenset(),
-                       supports_out=bool(outs), sample_fn=samples, out_names=outs,
-                       validates_inputs=not (trusting or name in _TRUSTING))
+        return entry_type(name=f"aten.{name}", op=callable_for(name), dtypes=_dtypes(dtype_of),
+                          backward_dtypes=frozenset(), supports_out=bool(outs), sample_fn=samples, out_names=outs,
+                          validates_inputs=not (trusting or name in _TRUSTING))
 
     made = [entry(name, make, name) for name, make in forward_table().items()]
     made += [entry(name, forward_table()[functional], functional) for name, functional in INPLACE.items()]

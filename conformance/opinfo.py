@@ -147,7 +147,7 @@ def all_ops() -> dict[str, OpEntry]:
 
     from .aten_db import entries as aten_entries
 
-    entries = [_opinfo_entry(info) for info in op_db] + _torchplug_entries() + aten_entries()
+    entries = [_opinfo_entry(info) for info in op_db] + _torchplug_entries() + aten_entries(OpEntry)
     return {entry.name: entry for entry in entries}
 
 
