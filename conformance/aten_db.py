@@ -590,10 +590,11 @@ def _backward_samples(backward: str, forward: str, overrides: dict[str, Callable
     return samples
 
 
-# Forward kernels that trust their caller for the shapes of their inputs (torch's CPU kernels crash on an
-# empty input here): like backward kernels, they get no shape edge variants (OpEntry.validates_inputs).
+# Forward kernels that trust their caller for their inputs' shapes or dtypes (torch's CPU kernels crash on
+# an empty input here, or set_ takes a bool source's storage as floats, reading past it): like backward
+# kernels, they get no shape or scalar-type variants (OpEntry.validates_inputs).
 _TRUSTING = frozenset({"_nested_compute_contiguous_strides_offsets", "_transform_bias_rescale_qkv",
-                       "_weight_norm_interface"})
+                       "_weight_norm_interface", "set_"})
 
 
 def _dtypes(name: str) -> frozenset[torch.dtype]:
