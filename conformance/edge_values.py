@@ -31,14 +31,15 @@ def _fill(t: Any) -> Any:
     return t.detach().clone().copy_(values).requires_grad_(t.requires_grad)
 
 
-def edge_variants(sample: Any, writes_input: bool = False) -> Iterator[tuple[str, Any]]:
-    """(what the variant is, the variant sample) for each variant that changes something. An op that
-    writes its first input (resize_) gets no shape variants: what it leaves in the memory it grows is undefined."""
+def edge_variants(sample: Any, fixed_shape: bool = False) -> Iterator[tuple[str, Any]]:
+    """(what the variant is, the variant sample) for each variant that changes something. With
+    `fixed_shape`, no shape variants: an op that writes its first input (resize_) leaves undefined values
+    in the memory it grows, and an internal kernel (a backward's grad_output) trusts its caller for the shape."""
     first = sample.input
     if any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() for t in outputs(
             [first, sample.args, sample.kwargs])):
         yield "edge values", sample.transform(_fill)
-    if isinstance(first, torch.Tensor) and first.dim() >= 1 and first.numel() > 0 and not writes_input:
+    if isinstance(first, torch.Tensor) and first.dim() >= 1 and first.numel() > 0 and not fixed_shape:
         yield "empty input", _with_input(sample, first.detach()[:0].clone())
         yield "0-dim input", _with_input(sample, first.detach().reshape(-1)[0].clone())
 

@@ -72,7 +72,7 @@ def _out_buffers(entry: OpEntry, args: list[Any], kwargs: dict[str, Any], device
     if not results or not all(isinstance(r, torch.Tensor) for r in results):
         raise Skip("the op's result is not only tensors")
     buffers = [torch.empty(0, dtype=r.dtype, device=device) for r in results]
-    return {**kwargs, "out": buffers[0] if len(buffers) == 1 else tuple(buffers)}
+    return {**kwargs, **entry.out_kwargs(buffers[0] if len(buffers) == 1 else tuple(buffers))}
 
 
 def _as_given(t: Any) -> Any:

@@ -94,13 +94,16 @@ def _variants(entry: OpEntry, variants: Iterator[tuple[str, Any]], target: Targe
 def edge(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     """The sample at the edges of values and shapes (edge_values.py), each variant held to the CPU's
     results, a zero's sign included. A variant the CPU rejects (an empty input some ops refuse) is not judged."""
-    variants = edge_variants(sample, writes_input=entry.name.endswith("_"))  # resize_, resize_as_
+    # resize_, resize_as_ write their input; internal kernels trust their caller for its shape
+    variants = edge_variants(sample, fixed_shape=entry.name.endswith("_") or not entry.validates_inputs)
     return _variants(entry, variants, target, True, "the CPU rejects every edge variant of this sample")
 
 
 def scalar_types(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     """Integer and bool tensors where the sample has floating ones after its first input
     (scalar_types.py): ldexp's integer exponent, a bool mask given as floats."""
+    if not entry.validates_inputs:
+        raise Skip("an internal kernel trusts its caller for its arguments' dtypes (OpEntry.validates_inputs)")
     variants = list(scalar_type_variants(sample))
     if not variants:
         raise Skip("no floating tensor argument besides the first input")
@@ -150,12 +153,12 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         return made[0] if isinstance(expected, torch.Tensor) else tuple(made)
 
     cpu_buffers = buffers(torch.device("cpu"))
-    cpu_returned = on_cpu(target, lambda: entry.op(*detach(args), **detach(kwargs), out=cpu_buffers))
+    cpu_returned = on_cpu(target, lambda: entry.op(*detach(args), **detach(kwargs), **entry.out_kwargs(cpu_buffers)))
     if not (own := _judge(entry, outputs(cpu_buffers), leaves, None)).ok:  # fft.ihfftn(out=) on some samples
         raise Skip(f"the CPU's own out= differs from its result without out= ({own.detail}): nothing to hold the device to")
     dev_args, dev_kwargs = on_target(lambda: on_device(entry, args, kwargs, target))
     out_buffers = on_target(lambda: buffers(target.device))
-    returned = on_target(lambda: entry.op(*dev_args, **dev_kwargs, out=out_buffers))
+    returned = on_target(lambda: entry.op(*dev_args, **dev_kwargs, **entry.out_kwargs(out_buffers)))
     written = outputs(out_buffers)
     # Ops whose out= form returns nothing on the CPU (split_with_sizes_copy, ...) may return nothing here.
     if cpu_returned is not None and not all(r is w for r, w in zip(outputs(returned), written)):
@@ -165,7 +168,7 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
             and not entry.out_copies):
         wrong = buffers(torch.device("cpu"))
         try:
-            entry.op(*dev_args, **dev_kwargs, out=wrong)
+            entry.op(*dev_args, **dev_kwargs, **entry.out_kwargs(wrong))
         except Exception:
             pass  # refused, as it must be
         else:

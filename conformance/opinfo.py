@@ -17,10 +17,12 @@ import torch
 SAMPLE_SEED = 1234  # samples are seeded per (op, dtype): a repro regenerates the same sample
 
 # Ops whose outputs are uninitialised or random: compared by shape, dtype, device and statistics.
-_UNDEFINED = re.compile(r"^(empty|new_empty|empty_like|empty_strided|empty_permuted)")
+# ATen-level entries (aten_db.py) are named `aten.<op>`.
+_UNDEFINED = re.compile(r"^(aten\.)?(empty|new_empty|empty_like|empty_strided|empty_permuted)")
 _RANDOM = re.compile(
-    r"^(rand|randn|randint|randperm|normal|bernoulli|multinomial|uniform|cauchy|exponential|geometric|"
-    r"log_normal|nn\.functional\.(dropout|rrelu|feature_alpha_dropout|alpha_dropout))"
+    r"^(aten\.)?(rand|randn|randint|randperm|normal|bernoulli|multinomial|uniform|cauchy|exponential|geometric|"
+    r"log_normal|binomial|poisson|_standard_gamma(?!_grad)|_sample_dirichlet|"
+    r"nn\.functional\.(dropout|rrelu|feature_alpha_dropout|alpha_dropout))"
 )
 
 
@@ -44,6 +46,12 @@ class OpEntry:
     out_copies: bool = False  # out= accepts any device (see COPYING_OUT)
     inplace: Callable[..., Any] | None = None  # the in-place variant (`Tensor.add_`), if the op has one
     error_fn: Callable[[str], Iterable[Any]] | None = None  # OpInfo's error inputs for a device type
+    out_names: tuple[str, ...] = ()  # the out= tensors' keywords (grad_input; out, indices), () for `out=`
+    # False for internal kernels that trust their caller for consistent arguments (backward kernels given
+    # grad_output): torch's CPU kernels read out of bounds on an out-of-range index, a grad_output cut to
+    # empty or a bool tensor where a float one belongs, so the suite derives none of those (the errors
+    # mode's out-of-range variants, the edge mode's shapes, the scalar_types mode).
+    validates_inputs: bool = True
 
     @property
     def nondeterministic(self) -> str | None:
@@ -53,6 +61,13 @@ class OpEntry:
         if _RANDOM.match(self.name):
             return "random"
         return None
+
+    def out_kwargs(self, buffers: Any) -> dict[str, Any]:
+        """`buffers` (a tensor or a tuple of them, one per result) as the op's out= keyword arguments."""
+        if not self.out_names:
+            return {"out": buffers}
+        leaves = buffers if isinstance(buffers, (tuple, list)) else (buffers,)
+        return dict(zip(self.out_names, leaves))
 
     def requires_grad(self, dtype: torch.dtype) -> bool:
         return dtype in self.backward_dtypes
@@ -126,10 +141,13 @@ def _torchplug_entries() -> list[OpEntry]:
 
 @functools.cache
 def all_ops() -> dict[str, OpEntry]:
-    """Every op the suite knows, by name: torch's OpInfo database, then torchplug's own ops."""
+    """Every op the suite knows, by name: torch's OpInfo database, torchplug's own ops, then the ATen-level
+    entries (aten_db.py) for overloads no OpInfo sample dispatches."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    entries = [_opinfo_entry(info) for info in op_db] + _torchplug_entries()
+    from .aten_db import entries as aten_entries
+
+    entries = [_opinfo_entry(info) for info in op_db] + _torchplug_entries() + aten_entries(OpEntry)
     return {entry.name: entry for entry in entries}
 
 

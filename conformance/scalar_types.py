@@ -24,7 +24,8 @@ _KINDS = {
 
 
 def _is_float(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.is_floating_point()
+    """A floating tensor to swap; float8 ones (_scaled_mm's) stay: the CPU cannot even round them."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.element_size() > 1
 
 
 def scalar_type_variants(sample: Any) -> Iterator[tuple[str, Any]]:
