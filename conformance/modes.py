@@ -189,12 +189,41 @@ def _fresh_dynamo() -> Iterator[None]:
         torch._dynamo.reset()
 
 
+def _compiled(entry: OpEntry) -> Callable[..., Any]:
+    return torch.compile(lambda *a, **k: entry.op(*a, **k), backend="inductor", dynamic=False)
+
+
+def _compile_fails_on_cpu(entry: OpEntry, sample: Any, target: Target) -> str:
+    """Why torch.compile of this sample fails with the CPU's stock kernels too (no meta kernel for an
+    internal op, a lowering bug, a decomposition that departs from eager), or '' if it works there."""
+    args, kwargs = sample_args(sample)
+    with _fresh_dynamo(), target.reference():
+        expected = entry.op(*detach(args), **detach(kwargs))
+        try:
+            actual = _compiled(entry)(*detach(args), **detach(kwargs))
+        except Exception as err:
+            return f"{type(err).__name__}: {first_line(err)}"
+    verdict = _judge(entry, actual, expected, None)
+    return "" if verdict.ok else f"compiled on the CPU it differs from eager: {verdict.detail}"
+
+
 def compile(entry: OpEntry, sample: Any, target: Target) -> Verdict:
+    """The device runs the op through torch.compile; the CPU runs it eagerly. Where the device fails,
+    the CPU compiles the sample too: if that fails alike, the limit is torch.compile's, not the device's."""
     if target.compile_reason is not None:
         raise Unsupported(target.compile_reason)
-    compiled = torch.compile(lambda *a, **k: entry.op(*a, **k), backend="inductor", dynamic=False)
-    with _fresh_dynamo():
-        return _run_forward(entry, sample, target, device_op=compiled)
+    try:
+        with _fresh_dynamo():
+            verdict = _run_forward(entry, sample, target, device_op=_compiled(entry))
+    except (Skip, Unsupported):
+        raise
+    except Exception:
+        if why := _compile_fails_on_cpu(entry, sample, target):
+            raise Skip(f"torch.compile fails on the CPU too: {why}") from None
+        raise
+    if not verdict.ok and (why := _compile_fails_on_cpu(entry, sample, target)):
+        raise Skip(f"torch.compile fails on the CPU too: {why}")
+    return verdict
 
 
 RUNNERS: dict[str, Callable[[OpEntry, Any, Target], Verdict]] = {

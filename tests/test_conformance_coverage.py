@@ -64,3 +64,18 @@ def test_backward_samples_derive_from_the_forward_by_argument_name():
     assert aten_db.out_names("nll_loss_forward") == ("output", "total_weight")
     assert all_ops()["aten.binomial"].nondeterministic == "random"
     assert all_ops()["aten._standard_gamma_grad"].nondeterministic is None
+
+
+def test_a_compile_failure_the_cpu_shares_is_torch_compiles_not_the_devices(tmp_path):
+    """torch.compile cannot trace _test_optional_intlist on any device (no meta kernel): the compile mode
+    compiles the sample on the CPU too, finds the same failure, and skips with that reason. silu_backward
+    compiles on both and passes."""
+    result = run_cli("check", "xpu", "--tier", "full", "--modes", "compile", "--dtypes", "float32,int64",
+                     "--ops", r"^aten\.(_test_optional_intlist|silu_backward)$", "--workers", "1",
+                     "--no-runtime-checks", "--report", str(tmp_path), TORCHPLUG_EMULATE="xpu")
+    cases = json.loads((tmp_path / "report.json").read_text())["cases"]
+    assert result.returncode == 0, result.stdout[-3000:]
+    skipped = [c for c in cases if c["op"] == "aten._test_optional_intlist"]
+    assert skipped and all(c["status"] == "skip" for c in skipped)
+    assert skipped[0]["detail"].startswith("torch.compile fails on the CPU too: ")
+    assert {c["status"] for c in cases if c["op"] == "aten.silu_backward"} == {"pass"}
