@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/where.h>
 #include <torch/library.h>
 
@@ -58,8 +59,8 @@ std::tuple<Tensor, Tensor> flash_attention(const Tensor& q, const Tensor& k, con
     mask = float_mask(*attn_mask, B, H, L, S);
     if (!mask) return stock();
   }
-  // torch's layouts: out [B, H, L, D] stored as [B, L, H, D]; logsumexp [B, H, L] stored as [B, L, H].
-  Tensor out = at::empty({B, L, H, D}, q.options()).transpose(1, 2);
+  // torch's layouts: out like q; logsumexp [B, H, L] stored as [B, L, H].
+  Tensor out = at::empty_like(q);
   Tensor lse = at::empty({B, L, H}, q.options().dtype(at::kFloat)).transpose(1, 2);
   const float sc = scale.has_value() ? static_cast<float>(*scale) : 1.f / std::sqrt(static_cast<float>(D));
   const auto kernel = active_kernels().attend_fp16;
