@@ -58,9 +58,10 @@ struct Gemv {
 
   template <int R>
   static void dots(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
-    // R x Q accumulators fit the registers with room for loads; one row streams 8 columns where there
-    // are 32 vector registers (AVX-512): more loads in flight for a product bound by memory.
-    constexpr int Q = R == 1 && W == 16 ? 8 : R <= 2 ? 4 : 2;
+    // R x Q accumulators fit the registers with room for loads; one row streams 8 columns: more
+    // loads in flight for a product bound by memory (on AVX2's 16 registers the 8 slice totals,
+    // touched once per KC slice, are the ones the compiler keeps on the stack).
+    constexpr int Q = R == 1 ? 8 : R <= 2 ? 4 : 2;
     int64_t j = 0;
     for (; j + Q <= n; j += Q) dot_block<R, Q>(a, b + j * cs, cs, k, sums + j, ld);
     for (; j < n; ++j) dot_block<R, 1>(a, b + j * cs, cs, k, sums + j, ld);
