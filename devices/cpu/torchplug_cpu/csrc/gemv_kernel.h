@@ -37,7 +37,7 @@ struct Gemv {
         // memory, and its lines are on their way before the block reaches them (a prefetch past
         // B's end is harmless).
         if (kk % kHalvesPerLine == 0)
-          for (int q = 0; q < Q; ++q) __builtin_prefetch(b + (q + Q) * cs + kk, 0, 0);
+          for (int q = 0; q < Q; ++q) __builtin_prefetch(b + (q + 2 * Q) * cs + kk, 0, 0);
         V bv[Q];
         for (int q = 0; q < Q; ++q) bv[q] = I::load(b + q * cs + kk);
         for (int r = 0; r < R; ++r) {
