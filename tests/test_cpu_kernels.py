@@ -112,13 +112,14 @@ def test_mm_stride_patterns(isa, ext, a_layout, b_layout):
     assert_gemm_close(torch.mm(a, b), a, b)
 
 
-SKINNY = [(1, 1), (1, 70), (2, 33), (3, 5), (4, 1030), (5, 40), (70, 1), (33, 3), (1030, 4)]  # (m, n)
+SKINNY = [(1, 1), (1, 70), (2, 33), (3, 5), (4, 1030), (5, 40), (70, 1), (33, 3), (1030, 4),  # (m, n)
+          (6, 71), (8, 33), (11, 1030), (16, 7), (17, 20)]  # 5..16 rows: skinny when B lies along k, as F.linear's
 
 
 @pytest.mark.parametrize("m,n", SKINNY, ids=[f"{m}x{n}" for m, n in SKINNY])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 def test_skinny_products(isa, ext, m, n, layout):
-    """At most 4 rows or columns: the unpacked matrix-vector path, K with slices and a tail."""
+    """At most 4 rows or columns (16 rows with B contiguous along k): the unpacked path, K with slices and a tail."""
     gen = torch.Generator().manual_seed(m * 7 + n)
     k = 603
     a, b = layouts(m, k, gen)[layout], layouts(k, n, gen)[layout]
@@ -126,6 +127,26 @@ def test_skinny_products(isa, ext, m, n, layout):
     assert_gemm_close(torch.mm(a, b), a, b)
     assert_gemm_close(torch.addmm(bias, a, b, beta=0.5, alpha=1.5), a, b, bias, 1.5, 0.5)
     assert_gemm_close(torch.mm(a, b.t().contiguous().t()), a, b)  # the F.linear layout of B
+
+
+@pytest.mark.parametrize("m", [5, 8, 12, 16])
+def test_linear_of_a_few_tokens_streams_the_weight_once_per_thread_count(isa, ext, m):
+    """5..16 rows of F.linear (small batches, speculative decoding): the skinny path's row groups,
+    long K, n split across threads without changing a single element."""
+    gen = torch.Generator().manual_seed(m)
+    x, w, bias = rand(m, 5000, gen=gen), rand(515, 5000, gen=gen), rand(515, gen=gen)
+    before = calls(ext)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = F.linear(x, w, bias)
+        torch.set_num_threads(2)
+        two = F.linear(x, w, bias)
+    finally:
+        torch.set_num_threads(threads)
+    assert calls(ext) == before + 2
+    assert torch.equal(one, two)
+    assert_gemm_close(one, x, w.t(), bias, 1.0, 1.0)
 
 
 def test_skinny_batched_and_long_k(isa, ext):
@@ -441,7 +462,7 @@ def test_autoload_registers_the_kernels_and_unload_restores_stock():
     """
     result = run_python(code)
     assert json.loads(result.stdout) == {"at_import": True, "ours": 1, "after_unload": 0, "reloaded": 1,
-                                         "registrations": len(kernels.GEMM_OPS)}
+                                         "registrations": len(kernels.GEMM_OPS) + len(kernels.ATTENTION_OPS)}
     assert "Warning" not in result.stderr, result.stderr
 
 

@@ -40,6 +40,9 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 # would leak into the files after them, so they are compiled apart from the rest (one unity unit).
 CFLAGS = ["-fopenmp"]
 TARGET_PRAGMA_SOURCES = ("isa_avx2.cpp", "isa_avx512.cpp", "isa_avx512emu.cpp")
+# aten's CPU attention (F.scaled_dot_product_attention): float16 calls with a few query rows run
+# torchplug's loop (csrc/attention_ops.cpp), the rest torch's flash kernel.
+ATTENTION_OPS = ("_scaled_dot_product_flash_attention_for_cpu",)
 GEMM_OPS = ("mm", "mm.out", "bmm", "bmm.out", "addmm", "addmm.out", "addmm_", "baddbmm", "baddbmm.out", "baddbmm_")
 # Its C++ has a kernel for each portable op but the backward ones, which keep torchplug's reference.
 LLM_OPS = tuple(op for op in KERNEL_OPS if not op.endswith("_backward"))
@@ -90,6 +93,7 @@ def load(build: bool = True) -> ModuleType | None:
         _fp32 = fp32_route()
         dtypes = (torch.float16, torch.float32) if _fp32[0] == "onednn" else (torch.float16,)
         _registrations.extend(_register("aten", op, dtypes) for op in GEMM_OPS)
+        _registrations.extend(_register("aten", op, (torch.float16,)) for op in ATTENTION_OPS)
         when_torchplug_ops_defined(_register_llm_ops)
         from .inductor import install_when_inductor_loads
 

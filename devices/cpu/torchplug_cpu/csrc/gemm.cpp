@@ -46,8 +46,11 @@ GemmTiling plan(const GemmBlocking& g, int64_t batch, int64_t m, int64_t n, int6
   return t;
 }
 
-// Products with at most this many rows (or columns) take the skinny path (gemv_kernel.h).
+// Products with at most this many rows (or columns) take the skinny path (gemv_kernel.h)...
 constexpr int64_t kSkinnyRows = 4;
+// ... and up to this many when B is contiguous along k (F.linear's weight): the weight streams
+// once for all rows instead of being packed (gemv_kernel.h, dots_many).
+constexpr int64_t kSkinnyDotRows = 16;
 
 // The skinny path's tasks are (batch, n-block), at least one per thread; n-blocks of at most
 // 1024 columns keep the m x nc fp32 sums in L1.
@@ -140,7 +143,7 @@ void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
 
   // A few rows (or columns: C^T = B^T A^T) make a memory-bound product: no packing (gemv_kernel.h).
   if (p.n < p.m && p.n <= kSkinnyRows) p = transposed(p);
-  const bool skinny = p.m <= kSkinnyRows;
+  const bool skinny = p.m <= kSkinnyRows || (p.m <= kSkinnyDotRows && p.b_rs == 1);
   const int64_t threads = at::get_num_threads();
   const GemmTiling t = skinny ? plan_skinny(batch, p.m, p.n, k, threads) : plan(isa.gemm, batch, m, n, k, threads);
   const auto run_tasks = skinny ? isa.gemv_tasks : isa.gemm_tasks;

@@ -1,5 +1,6 @@
 // Skinny products, m <= kMaxRows (decode-time F.linear, matrix-vector products; n <= kMaxRows
-// arrives here transposed). Each element of B is used only m times, so packing it would cost as
+// arrives here transposed), and m <= kMaxDotRows when B is contiguous along k (F.linear's weight
+// for a few tokens: small batches, speculative decoding). Each element of B is used only m times, so packing it would cost as
 // much as the arithmetic: B is read once, as it lies, converted in registers and multiplied into
 // fp32 sums for all m rows at once. Two layouts are vectorised: B contiguous along k (F.linear's
 // weight: dot products) and B contiguous along n (row updates); other strides take a scalar loop.
@@ -7,6 +8,7 @@
 #pragma once
 
 constexpr int64_t kMaxRows = 4;  // keep in step with kSkinnyRows in gemm.cpp
+constexpr int64_t kMaxDotRows = 16;  // keep in step with kSkinnyDotRows in gemm.cpp
 constexpr int64_t kHalvesPerLine = 32;  // fp16 elements in a 64-byte cache line
 
 template <class I>
@@ -35,7 +37,7 @@ struct Gemv {
         // memory, and its lines are on their way before the block reaches them (a prefetch past
         // B's end is harmless).
         if (kk % kHalvesPerLine == 0)
-          for (int q = 0; q < Q; ++q) __builtin_prefetch(b + (q + Q) * cs + kk, 0, 0);
+          for (int q = 0; q < Q; ++q) __builtin_prefetch(b + (q + 2 * Q) * cs + kk, 0, 0);
         V bv[Q];
         for (int q = 0; q < Q; ++q) bv[q] = I::load(b + q * cs + kk);
         for (int r = 0; r < R; ++r) {
@@ -56,12 +58,33 @@ struct Gemv {
 
   template <int R>
   static void dots(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
-    // R x Q accumulators fit the registers with room for loads; one row streams 8 columns where there
-    // are 32 vector registers (AVX-512): more loads in flight for a product bound by memory.
-    constexpr int Q = R == 1 && W == 16 ? 8 : R <= 2 ? 4 : 2;
+    // R x Q accumulators fit the registers with room for loads; one row streams 8 columns: more
+    // loads in flight for a product bound by memory (on AVX2's 16 registers the 8 slice totals,
+    // touched once per KC slice, are the ones the compiler keeps on the stack).
+    constexpr int Q = R == 1 ? 8 : R <= 2 ? 4 : 2;
     int64_t j = 0;
     for (; j + Q <= n; j += Q) dot_block<R, Q>(a, b + j * cs, cs, k, sums + j, ld);
     for (; j < n; ++j) dot_block<R, 1>(a, b + j * cs, cs, k, sums + j, ld);
+  }
+
+  // dots() for 5..kMaxDotRows rows: two columns at a time, each pair taken by every group of 4
+  // rows while it is in L1, so B still streams from memory once.
+  static void dots_many(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, int64_t m, float* sums,
+                        int64_t ld) {
+    auto rows = [&](auto q_const, int64_t j) {
+      constexpr int Q = decltype(q_const)::value;
+      int64_t r = 0;
+      for (; r + 4 <= m; r += 4) dot_block<4, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld);
+      switch (m - r) {
+        case 3: dot_block<3, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld); break;
+        case 2: dot_block<2, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld); break;
+        case 1: dot_block<1, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld); break;
+        default: break;
+      }
+    };
+    int64_t j = 0;
+    for (; j + 2 <= n; j += 2) rows(std::integral_constant<int, 2>{}, j);
+    for (; j < n; ++j) rows(std::integral_constant<int, 1>{}, j);
   }
 
   // sums[r * ld + j] += sum_k a[r][k] * b[k, j]: rows of b (`rs` apart, contiguous along n) read
@@ -124,7 +147,8 @@ struct Gemv {
         case 1: block<1>(p, a32, b, nc, total, slice, ld); break;
         case 2: block<2>(p, a32, b, nc, total, slice, ld); break;
         case 3: block<3>(p, a32, b, nc, total, slice, ld); break;
-        default: block<4>(p, a32, b, nc, total, slice, ld); break;
+        case 4: block<4>(p, a32, b, nc, total, slice, ld); break;
+        default: dots_many(a32, b, p.b_cs, p.k, nc, p.m, total, ld); break;  // 5..kMaxDotRows, b_rs == 1
       }
       static_assert(kMaxRows == 4, "one case per row count");
       for (int64_t r = 0; r < p.m; ++r) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace torchplug_cpu {
 
@@ -71,10 +72,16 @@ struct IsaKernels {
   using Rotary = void (*)(const void* src, int64_t s_ts, int64_t s_hs, void* dst, int64_t d_ts, int64_t d_hs,
                           const void* cos, const void* sin, int64_t cs_rs, int64_t tokens, int64_t heads,
                           int64_t head_dim);
+  // Attention of L query rows of one head over S keys (head_dim D contiguous everywhere; rows
+  // `*_ls` / `*_ss` apart); mask: fp32 additive, or null. scratch: S + 2 * round_up(D, 16) floats.
+  using Attend = void (*)(const void* q, int64_t q_ls, const void* k, int64_t k_ss, const void* v, int64_t v_ss,
+                          const float* mask, int64_t mask_ls, int64_t L, int64_t S, int64_t D, float scale, void* out,
+                          int64_t out_ls, float* lse, int64_t lse_ls, float* scratch);
   RmsNorm rms_norm[kNumDtypes][2];
   FusedAddRmsNorm fused_add_rms_norm[kNumDtypes][2];
   SiluAndMul silu_and_mul[kNumDtypes];
   Rotary rotary[kNumDtypes][2];
+  Attend attend_fp16;  // float16 only: fp32 and bf16 keep torch's kernel
 };
 
 // Defined in isa_<name>.cpp; the avx512/avx2 tables may only be used where the CPU has them.

@@ -141,4 +141,75 @@ struct Rows {
       }
     }
   }
+
+  // Attention of L query rows (one head) over S key / value rows: softmax(q k^T * scale + mask) v,
+  // in fp32, rounded once on store. A key whose mask is -inf is skipped, so a decode step over a
+  // static cache reads only the filled slots. mask (fp32, additive) may be null; a row with every
+  // key masked gives zeros and a logsumexp of 0, as torch's flash kernel does. scratch: S + 2 *
+  // round_up(D, W) floats.
+  template <class T>
+  static void attend(const void* q_, int64_t q_ls, const void* k_, int64_t k_ss, const void* v_, int64_t v_ss,
+                     const float* mask, int64_t mask_ls, int64_t L, int64_t S, int64_t D, float scale, void* out_,
+                     int64_t out_ls, float* lse, int64_t lse_ls, float* scratch) {
+    const T* k = static_cast<const T*>(k_);
+    const T* v = static_cast<const T*>(v_);
+    const int64_t dv = (D + W - 1) / W * W;
+    float* scores = scratch;
+    float* qf = scores + S;
+    float* acc = qf + dv;
+    const V vscale = I::set1(scale);
+    const float neg_inf = -INFINITY;
+    for (int64_t l = 0; l < L; ++l) {
+      const T* ql = static_cast<const T*>(q_) + l * q_ls;
+      T* out = static_cast<T*>(out_) + l * out_ls;
+      const float* ml = mask ? mask + l * mask_ls : nullptr;
+      for (int64_t j = 0; j < dv; j += W) I::store(qf + j, I::mul(j + W <= D ? I::load(ql + j) : load_n(ql + j, D - j), vscale));
+      float mx = neg_inf;
+      for (int64_t s = 0; s < S; ++s) {
+        if (ml && ml[s] == neg_inf) {
+          scores[s] = neg_inf;
+          continue;
+        }
+        const T* ks = k + s * k_ss;
+        V d0 = I::zero(), d1 = I::zero();
+        int64_t j = 0;
+        for (; j + 2 * W <= D; j += 2 * W) {
+          d0 = I::fma(I::load(qf + j), I::load(ks + j), d0);
+          d1 = I::fma(I::load(qf + j + W), I::load(ks + j + W), d1);
+        }
+        for (; j < D; j += W) d0 = I::fma(I::load(qf + j), j + W <= D ? I::load(ks + j) : load_n(ks + j, D - j), d0);
+        const float score = I::reduce_add(I::add(d0, d1)) + (ml ? ml[s] : 0.f);
+        scores[s] = score;
+        mx = score > mx ? score : mx;
+      }
+      if (mx == neg_inf) {  // every key masked
+        for (int64_t j = 0; j < D; j += W) j + W <= D ? I::store(out + j, I::zero()) : store_n(out + j, I::zero(), D - j);
+        lse[l * lse_ls] = 0.f;
+        continue;
+      }
+      const V vmx = I::set1(mx);
+      int64_t s = 0;
+      for (; s + W <= S; s += W) I::store(scores + s, exp(I::sub(I::load(scores + s), vmx)));
+      for (; s < S; ++s) scores[s] = std::exp(scores[s] - mx);
+      for (int64_t j = 0; j < dv; j += W) I::store(acc + j, I::zero());
+      float sum = 0.f;
+      for (s = 0; s < S; ++s) {
+        if (ml && ml[s] == neg_inf) continue;
+        const float p = scores[s];
+        sum += p;
+        const V vp = I::set1(p);
+        const T* vs = v + s * v_ss;
+        int64_t j = 0;
+        for (; j + W <= D; j += W) I::store(acc + j, I::fma(vp, I::load(vs + j), I::load(acc + j)));
+        if (j < D) I::store(acc + j, I::fma(vp, load_n(vs + j, D - j), I::load(acc + j)));
+      }
+      const V inv = I::set1(1.f / sum);
+      for (int64_t j = 0; j < D; j += W) {
+        const V o = I::mul(I::load(acc + j), inv);
+        j + W <= D ? I::store(out + j, o) : store_n(out + j, o, D - j);
+      }
+      lse[l * lse_ls] = mx + std::log(sum);
+    }
+  }
 };
+

@@ -1,0 +1,100 @@
+// torchplug_cpu::_scaled_dot_product_flash_attention_for_cpu: aten's op of that name (what
+// F.scaled_dot_product_attention runs on the CPU), registered by torchplug_cpu.kernels as its
+// float16 kernel. A few query rows (decode: one token, or a short speculative run) against a
+// key / value cache go to a plain per-head loop (llm_kernels.h, attend) that skips the keys the
+// mask sets to -inf: a decode step over a static cache with a padding mask reads only the filled
+// slots, and none of the flash kernel's blocking and buffers is paid for one row. Everything
+// else (long queries, dropout, is_causal, other layouts) goes to torch's own CPU kernel.
+#include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_cpu_dispatch.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/where.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <vector>
+
+#include "api.h"
+
+namespace torchplug_cpu {
+namespace {
+
+using at::Tensor;
+
+// Query rows at most this many take the loop; longer ones are better served by the flash kernel's tiles.
+constexpr int64_t kMaxQueryRows = 16;
+
+bool plain(const Tensor& t) { return t.layout() == at::kStrided && !t.is_neg() && !t.is_conj(); }
+
+// The mask as fp32 additive values viewed as [B, H, L, S], contiguous along S; undefined when
+// the call is not ours.
+std::optional<Tensor> float_mask(const Tensor& mask, int64_t b, int64_t h, int64_t l, int64_t s) {
+  if (!plain(mask) || mask.dim() > 4 || !at::is_expandable_to(mask.sizes(), {b, h, l, s})) return std::nullopt;
+  const auto dtype = mask.scalar_type();
+  Tensor m;
+  if (dtype == at::kBool) m = at::where(mask, 0.f, -INFINITY);
+  else if (dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16) m = mask.to(at::kFloat);
+  else return std::nullopt;
+  m = m.expand({b, h, l, s});
+  if (m.stride(3) != 1) m = m.contiguous();
+  return m;
+}
+
+std::tuple<Tensor, Tensor> flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
+                                           bool is_causal, const std::optional<Tensor>& attn_mask,
+                                           std::optional<double> scale) {
+  auto stock = [&] { return at::cpu::_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, attn_mask, scale); };
+  if (q.scalar_type() != at::kHalf || k.scalar_type() != at::kHalf || v.scalar_type() != at::kHalf || q.dim() != 4 ||
+      k.dim() != 4 || v.dim() != 4 || !plain(q) || !plain(k) || !plain(v) || dropout_p != 0.0 || is_causal)
+    return stock();
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), D = q.size(3), Hk = k.size(1), S = k.size(2);
+  if (L == 0 || L > kMaxQueryRows || S == 0 || D == 0 || Hk == 0 || H % Hk != 0 || k.size(0) != B ||
+      v.size(0) != B || v.size(1) != Hk || v.size(2) != S || k.size(3) != D || v.size(3) != D ||
+      q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1)
+    return stock();
+  std::optional<Tensor> mask;
+  if (attn_mask.has_value() && attn_mask->defined()) {
+    mask = float_mask(*attn_mask, B, H, L, S);
+    if (!mask) return stock();
+  }
+  // torch's layouts: out like q; logsumexp [B, H, L] stored as [B, L, H].
+  Tensor out = at::empty_like(q);
+  Tensor lse = at::empty({B, L, H}, q.options().dtype(at::kFloat)).transpose(1, 2);
+  const float sc = scale.has_value() ? static_cast<float>(*scale) : 1.f / std::sqrt(static_cast<float>(D));
+  const auto kernel = active_kernels().attend_fp16;
+  const int64_t group = H / Hk, dv = (D + 15) / 16 * 16, size = q.element_size();
+  const char* qp = static_cast<const char*>(q.const_data_ptr());
+  const char* kp = static_cast<const char*>(k.const_data_ptr());
+  const char* vp = static_cast<const char*>(v.const_data_ptr());
+  char* op = static_cast<char*>(out.data_ptr());
+  float* lp = lse.data_ptr<float>();
+  const float* mp = mask ? mask->const_data_ptr<float>() : nullptr;
+  // About 64K multiply-adds per task before another thread is worth waking.
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, L * S * D));
+  at::parallel_for(0, B * H, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(S + 2 * dv);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / H, h = t % H, hk = h / group;
+      kernel(qp + (b * q.stride(0) + h * q.stride(1)) * size, q.stride(2), kp + (b * k.stride(0) + hk * k.stride(1)) * size,
+             k.stride(2), vp + (b * v.stride(0) + hk * v.stride(1)) * size, v.stride(2),
+             mp ? mp + b * mask->stride(0) + h * mask->stride(1) : nullptr, mask ? mask->stride(2) : 0, L, S, D, sc,
+             op + (b * out.stride(0) + h * out.stride(1)) * size, out.stride(2), lp + b * lse.stride(0) + h * lse.stride(1),
+             lse.stride(2), scratch.data());
+    }
+  });
+  return {out, lse};
+}
+
+}  // namespace
+}  // namespace torchplug_cpu
+
+TORCH_LIBRARY_FRAGMENT(torchplug_cpu, m) {
+  m.def("_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., "
+        "bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)");
+}
+
+TORCH_LIBRARY_IMPL(torchplug_cpu, CPU, m) {
+  m.impl("_scaled_dot_product_flash_attention_for_cpu", TORCH_FN(torchplug_cpu::flash_attention));
+}

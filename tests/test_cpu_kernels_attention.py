@@ -1,0 +1,105 @@
+"""torchplug-cpu's float16 attention for a few query rows (csrc/attention_ops.cpp: decode steps of
+F.scaled_dot_product_attention over a KV cache) on every ISA path this CPU can run.
+
+The reference is float64 softmax(q k^T * scale + mask) v; the kernel computes in fp32 and rounds
+once, so its error must be no worse than torch's own flash kernel on the same inputs (measured in
+the same test with the kernels unregistered). No timing is asserted.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+kernels = pytest.importorskip("torchplug_cpu.kernels")
+kernels.extension()  # defines torch.ops.torchplug_cpu
+
+OP = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+
+
+@pytest.fixture(scope="module")
+def ext():
+    return kernels.load()
+
+
+def rand(*shape, seed):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).half()
+
+
+def exact(q, k, v, mask, scale=None):
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * (scale if scale is not None else q.shape[-1] ** -0.5)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
+    return torch.softmax(s, -1) @ v
+
+
+def stock(fn):
+    kernels.unload()
+    try:
+        return fn()
+    finally:
+        kernels.load()
+
+
+# (batch, heads, kv heads, query rows, keys, head_dim): decode with GQA, several rows, tails of the
+# vector width in head_dim and keys, the largest row count taken, one head per kv head.
+SHAPES = [(1, 16, 4, 1, 128, 64), (2, 8, 8, 3, 37, 40), (1, 4, 2, 16, 200, 128), (3, 6, 3, 2, 9, 7),
+          (1, 2, 1, 5, 300, 72)]
+
+
+def masks(batch, rows, keys, seed):
+    filled = torch.randint(0, keys, (rows,), generator=torch.Generator().manual_seed(seed))
+    prefix = torch.arange(keys) <= filled[:, None]  # a static cache's padding mask
+    return {"none": None, "bool": prefix, "float16 -inf": torch.where(prefix, 0.0, float("-inf")).half(),
+            "float32 additive": torch.randn(batch, 1, rows, keys, generator=torch.Generator().manual_seed(seed))}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float16 -inf", "float32 additive"])
+def test_few_query_rows_match_float64_as_well_as_torch(isa, ext, shape, mask_kind):
+    b, h, hk, rows, keys, d = shape
+    q, k, v = rand(b, h, rows, d, seed=1), rand(b, hk, keys, d, seed=2), rand(b, hk, keys, d, seed=3)
+    mask = masks(b, rows, keys, seed=4)[mask_kind]
+    calls = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # noqa: E731
+    ours, theirs, ref = calls(), stock(calls), exact(q, k, v, mask)
+    assert ours.dtype == torch.float16 and ours.shape == ref.shape
+    err, err_stock = (ours.double() - ref).abs().max().item(), (theirs.double() - ref).abs().max().item()
+    assert err <= max(2 * err_stock, 2e-3), (err, err_stock)
+
+
+def test_layouts_logsumexp_scale_and_fully_masked_rows_as_torch(isa, ext):
+    q, k, v = rand(1, 4, 2, 16, seed=1), rand(1, 2, 24, 16, seed=2), rand(1, 2, 24, 16, seed=3)
+    mask = torch.zeros(1, 4, 2, 24, dtype=torch.half)
+    mask[..., 10:] = float("-inf")
+    mask[0, 1, 1] = float("-inf")  # one row sees no key
+    out, lse = OP(q, k, v, attn_mask=mask, scale=0.3)
+    ref_out, ref_lse = stock(lambda: OP(q, k, v, attn_mask=mask, scale=0.3))
+    assert out.shape == ref_out.shape and out.stride() == ref_out.stride()
+    assert lse.shape == ref_lse.shape and lse.stride() == ref_lse.stride() and lse.dtype == ref_lse.dtype
+    torch.testing.assert_close(out, ref_out, atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(lse, ref_lse, atol=1e-4, rtol=1e-4)
+    assert (out[0, 1, 1] == 0).all()
+
+
+@pytest.mark.parametrize("kwargs", [{"is_causal": True}, {"dropout_p": 0.0, "rows": 17}, {"dtype": torch.float32}],
+                         ids=["causal", "17 rows", "float32"])
+def test_other_calls_run_torchs_kernel_unchanged(ext, kwargs):
+    rows, dtype = kwargs.pop("rows", 2), kwargs.pop("dtype", torch.float16)
+    q, k, v = (rand(1, 2, n, 8, seed=s).to(dtype) for s, n in ((1, rows), (2, 20), (3, 20)))
+    ours = OP(q, k, v, **kwargs)
+    theirs = stock(lambda: OP(q, k, v, **kwargs))
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)
+
+
+def test_strided_cache_views(ext):
+    """q, k, v as views (a cache sliced to its filled part, heads transposed out of [B, L, H, D])."""
+    cache = rand(2, 3, 50, 32, seed=2)
+    q = rand(2, 1, 6, 32, seed=1).transpose(1, 2)
+    k, v = cache[:, :, :33], cache.flip(2)[:, :, :33]
+    out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    ref = exact(q, k, v, None)
+    theirs = stock(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    assert (out.double() - ref).abs().max() <= max(2 * (theirs.double() - ref).abs().max(), 2e-3)
