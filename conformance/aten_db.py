@@ -567,10 +567,10 @@ def _result_names(name: str, schema: Any) -> tuple[str, ...]:
 def _backward_samples(backward: str, forward: str, overrides: dict[str, Callable[[dict[str, Any]], Any]]) -> list[S]:
     """The backward kernel's arguments, by name, from each forward sample run on the CPU."""
     samples = []
+    schema, run_forward = _functional_schema(forward), callable_for(forward, every_result=True)
     for sample in forward_table()[forward]():
-        schema = _functional_schema(forward)
         bound = _bind(schema, sample.args, sample.kwargs)
-        results = callable_for(forward, every_result=True)(*sample.args, **sample.kwargs)
+        results = run_forward(*sample.args, **sample.kwargs)
         results = results if isinstance(results, tuple) else (results,)
         bound.update(zip(_result_names(forward, schema), results))
         bound.setdefault("output", results[0])

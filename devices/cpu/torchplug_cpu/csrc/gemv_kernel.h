@@ -1,14 +1,13 @@
 // Skinny products, m <= kMaxRows (decode-time F.linear, matrix-vector products; n <= kMaxRows
-// arrives here transposed), and m <= kMaxDotRows when B is contiguous along k (F.linear's weight
-// for a few tokens: small batches, speculative decoding). Each element of B is used only m times, so packing it would cost as
-// much as the arithmetic: B is read once, as it lies, converted in registers and multiplied into
-// fp32 sums for all m rows at once. Two layouts are vectorised: B contiguous along k (F.linear's
+// arrives here transposed), and m up to gemm.cpp's kSkinnyDotRows when B is contiguous along k
+// (F.linear's weight for a few tokens: small batches, speculative decoding). Each element of B is
+// used only m times, so packing it would cost as much as the arithmetic: B is read once, as it
+// lies, converted in registers and multiplied into fp32 sums for all m rows at once. Two layouts are vectorised: B contiguous along k (F.linear's
 // weight: dot products) and B contiguous along n (row updates); other strides take a scalar loop.
 // Included inside namespace torchplug_cpu::TP_ISA (see isa_table.h), after gemm_kernel.h.
 #pragma once
 
 constexpr int64_t kMaxRows = 4;  // keep in step with kSkinnyRows in gemm.cpp
-constexpr int64_t kMaxDotRows = 16;  // keep in step with kSkinnyDotRows in gemm.cpp
 constexpr int64_t kHalvesPerLine = 32;  // fp16 elements in a 64-byte cache line
 
 template <class I>
@@ -67,7 +66,7 @@ struct Gemv {
     for (; j < n; ++j) dot_block<R, 1>(a, b + j * cs, cs, k, sums + j, ld);
   }
 
-  // dots() for 5..kMaxDotRows rows: two columns at a time, each pair taken by every group of 4
+  // dots() for 5 or more rows (gemm.cpp sends up to kSkinnyDotRows): two columns at a time, each pair taken by every group of 4
   // rows while it is in L1, so B still streams from memory once.
   static void dots_many(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, int64_t m, float* sums,
                         int64_t ld) {
@@ -148,7 +147,7 @@ struct Gemv {
         case 2: block<2>(p, a32, b, nc, total, slice, ld); break;
         case 3: block<3>(p, a32, b, nc, total, slice, ld); break;
         case 4: block<4>(p, a32, b, nc, total, slice, ld); break;
-        default: dots_many(a32, b, p.b_cs, p.k, nc, p.m, total, ld); break;  // 5..kMaxDotRows, b_rs == 1
+        default: dots_many(a32, b, p.b_cs, p.k, nc, p.m, total, ld); break;  // 5..kSkinnyDotRows, b_rs == 1
       }
       static_assert(kMaxRows == 4, "one case per row count");
       for (int64_t r = 0; r < p.m; ++r) {

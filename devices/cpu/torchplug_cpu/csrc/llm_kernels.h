@@ -212,4 +212,3 @@ struct Rows {
     }
   }
 };
-
