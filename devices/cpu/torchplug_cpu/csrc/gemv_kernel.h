@@ -2,8 +2,9 @@
 // arrives here transposed), and m up to gemm.cpp's kSkinnyDotRows when B is contiguous along k
 // (F.linear's weight for a few tokens: small batches, speculative decoding). Each element of B is
 // used only m times, so packing it would cost as much as the arithmetic: B is read once, as it
-// lies, converted in registers and multiplied into fp32 sums for all m rows at once. Two layouts are vectorised: B contiguous along k (F.linear's
-// weight: dot products) and B contiguous along n (row updates); other strides take a scalar loop.
+// lies, converted in registers and multiplied into fp32 sums for all m rows at once. Two layouts
+// are vectorised: B contiguous along k (F.linear's weight: dot products) and B contiguous along n
+// (row updates); other strides take a scalar loop.
 // Included inside namespace torchplug_cpu::TP_ISA (see isa_table.h), after gemm_kernel.h.
 #pragma once
 
@@ -16,74 +17,71 @@ struct Gemv {
   static constexpr int64_t W = I::W, KC = I::gemm.kc;
   static int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-  // sums[r * ld + q] = a[r] . b[:, q] for R rows of a (k floats each, `k` apart) and Q columns
-  // of b (`cs` apart, contiguous along k, each read start to end: a stream the prefetcher
-  // follows). Each KC slice is summed in its own registers, then added to the total: the same
-  // two-level sum as the GEMM.
-  template <int R, int Q>
-  static void dot_block(const float* a, const fp16_t* b, int64_t cs, int64_t k, float* sums, int64_t ld) {
-    V total[R][Q], part[R][Q];
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < Q; ++q) total[r][q] = I::zero();
-    int64_t kk = 0;
-    const int64_t k_vec = k - k % W;
-    while (kk < k_vec) {
-      const int64_t slice_end = min(kk + KC, k_vec);
-      for (int r = 0; r < R; ++r)
-        for (int q = 0; q < Q; ++q) part[r][q] = I::zero();
-      for (; kk < slice_end; kk += W) {
-        // Once per 64-byte line, the next Q columns' same offset: a large weight streams from
-        // memory, and its lines are on their way before the block reaches them (a prefetch past
-        // B's end is harmless).
-        if (kk % kHalvesPerLine == 0)
-          for (int q = 0; q < Q; ++q) __builtin_prefetch(b + (q + 2 * Q) * cs + kk, 0, 0);
-        V bv[Q];
-        for (int q = 0; q < Q; ++q) bv[q] = I::load(b + q * cs + kk);
-        for (int r = 0; r < R; ++r) {
-          const V av = I::load(a + r * k + kk);
-          for (int q = 0; q < Q; ++q) part[r][q] = I::fma(av, bv[q], part[r][q]);
-        }
-      }
-      for (int r = 0; r < R; ++r)
-        for (int q = 0; q < Q; ++q) total[r][q] = I::add(total[r][q], part[r][q]);
-    }
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < Q; ++q) {
-        float s = I::reduce_add(total[r][q]);
-        for (int64_t t = k_vec; t < k; ++t) s += a[r * k + t] * I::to_float(b[q * cs + t]);
-        sums[r * ld + q] = s;
-      }
-  }
+  // Vectors of fp16 in one 64-byte line, the unit of the dot kernels' inner loop (at most 4: the
+  // scalar path's "vectors" are single floats).
+  static constexpr int kLineVectors = kHalvesPerLine / W < 4 ? kHalvesPerLine / W : 4;
 
+  // sums[r * ld + j] = a[r] . b[:, j] for R rows of a (k floats each, `k` apart) and the n
+  // columns of b (`cs` apart, contiguous along k). The columns are read one after the other,
+  // start to end: for F.linear's weight that is one sequential stream through memory, which the
+  // hardware prefetcher follows across pages (interleaving a few columns was 15-35% slower on
+  // Zen 3). Each row keeps U partial sums, so R * U FMA chains hide the FMA latency, and each KC
+  // slice is summed in its own registers, then added to the total: the same two-level sum as
+  // the GEMM.
   template <int R>
   static void dots(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
-    // R x Q accumulators fit the registers with room for loads; one row streams 8 columns: more
-    // loads in flight for a product bound by memory (on AVX2's 16 registers the 8 slice totals,
-    // touched once per KC slice, are the ones the compiler keeps on the stack).
-    constexpr int Q = R == 1 ? 8 : R <= 2 ? 4 : 2;
-    int64_t j = 0;
-    for (; j + Q <= n; j += Q) dot_block<R, Q>(a, b + j * cs, cs, k, sums + j, ld);
-    for (; j < n; ++j) dot_block<R, 1>(a, b + j * cs, cs, k, sums + j, ld);
+    constexpr int U = R <= 2 || kLineVectors == 1 ? kLineVectors : kLineVectors / 2;
+    constexpr int64_t step = U * W;
+    static_assert(KC % step == 0, "a KC slice is whole steps");
+    const int64_t k_steps = k - k % step, k_vec = k - k % W;
+    for (int64_t j = 0; j < n; ++j) {
+      const fp16_t* col = b + j * cs;
+      V total[R], part[R][U];
+      for (int r = 0; r < R; ++r) total[r] = I::zero();
+      int64_t kk = 0;
+      while (kk < k_vec) {
+        const int64_t slice_end = min(kk + KC, k_steps);
+        for (int r = 0; r < R; ++r)
+          for (int u = 0; u < U; ++u) part[r][u] = I::zero();
+        for (; kk < slice_end; kk += step) {
+          // 1 KB ahead, once per line: the next lines are on their way before the loop reaches
+          // them, in this column or the next (a prefetch past B's end is harmless).
+          if (kk % kHalvesPerLine == 0) __builtin_prefetch(col + kk + 16 * kHalvesPerLine, 0, 3);
+          for (int u = 0; u < U; ++u) {
+            const V bv = I::load(col + kk + u * W);
+            for (int r = 0; r < R; ++r) part[r][u] = I::fma(I::load(a + r * k + kk + u * W), bv, part[r][u]);
+          }
+        }
+        if (kk == k_steps)  // the last whole vectors, fewer than a step
+          for (; kk < k_vec; kk += W) {
+            const V bv = I::load(col + kk);
+            for (int r = 0; r < R; ++r) part[r][0] = I::fma(I::load(a + r * k + kk), bv, part[r][0]);
+          }
+        for (int r = 0; r < R; ++r)
+          for (int u = 0; u < U; ++u) total[r] = I::add(total[r], part[r][u]);
+      }
+      for (int r = 0; r < R; ++r) {
+        float s = I::reduce_add(total[r]);
+        for (int64_t t = k_vec; t < k; ++t) s += a[r * k + t] * I::to_float(col[t]);
+        sums[r * ld + j] = s;
+      }
+    }
   }
 
-  // dots() for 5 or more rows (gemm.cpp sends up to kSkinnyDotRows): two columns at a time, each pair taken by every group of 4
-  // rows while it is in L1, so B still streams from memory once.
+  // dots() for 5 or more rows (gemm.cpp sends up to kSkinnyDotRows): each column taken by every
+  // group of 4 rows while it is in L1, so B still streams from memory once.
   static void dots_many(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, int64_t m, float* sums,
                         int64_t ld) {
-    auto rows = [&](auto q_const, int64_t j) {
-      constexpr int Q = decltype(q_const)::value;
+    for (int64_t j = 0; j < n; ++j) {
       int64_t r = 0;
-      for (; r + 4 <= m; r += 4) dot_block<4, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld);
+      for (; r + 4 <= m; r += 4) dots<4>(a + r * k, b + j * cs, cs, k, 1, sums + r * ld + j, ld);
       switch (m - r) {
-        case 3: dot_block<3, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld); break;
-        case 2: dot_block<2, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld); break;
-        case 1: dot_block<1, Q>(a + r * k, b + j * cs, cs, k, sums + r * ld + j, ld); break;
+        case 3: dots<3>(a + r * k, b + j * cs, cs, k, 1, sums + r * ld + j, ld); break;
+        case 2: dots<2>(a + r * k, b + j * cs, cs, k, 1, sums + r * ld + j, ld); break;
+        case 1: dots<1>(a + r * k, b + j * cs, cs, k, 1, sums + r * ld + j, ld); break;
         default: break;
       }
-    };
-    int64_t j = 0;
-    for (; j + 2 <= n; j += 2) rows(std::integral_constant<int, 2>{}, j);
-    for (; j < n; ++j) rows(std::integral_constant<int, 1>{}, j);
+    }
   }
 
   // sums[r * ld + j] += sum_k a[r][k] * b[k, j]: rows of b (`rs` apart, contiguous along n) read
