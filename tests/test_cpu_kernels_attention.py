@@ -1,5 +1,6 @@
-"""torchplug-cpu's float16 attention for a few query rows (csrc/attention_ops.cpp: decode steps of
-F.scaled_dot_product_attention over a KV cache) on every ISA path this CPU can run.
+"""torchplug-cpu's float16 attention (csrc/attention_ops.cpp: decode steps of
+F.scaled_dot_product_attention over a KV cache, a few query rows at a time; and prefill, many rows
+or is_causal, through attend_rows) on every ISA path this CPU can run.
 
 The reference is float64 softmax(q k^T * scale + mask) v; the kernel computes in fp32 and rounds
 once, so its error must be no worse than torch's own flash kernel on the same inputs (measured in
@@ -44,9 +45,10 @@ def stock(fn):
 
 
 # (batch, heads, kv heads, query rows, keys, head_dim): decode with GQA, several rows, tails of the
-# vector width in head_dim and keys, the largest row count taken, one head per kv head.
+# vector width in head_dim and keys, the largest row count of the per-row loop, one head per kv
+# head; then prefill (attend_rows): GQA, tails of its row and key blocks, fewer keys than a block.
 SHAPES = [(1, 16, 4, 1, 128, 64), (2, 8, 8, 3, 37, 40), (1, 4, 2, 16, 200, 128), (3, 6, 3, 2, 9, 7),
-          (1, 2, 1, 5, 300, 72)]
+          (1, 2, 1, 5, 300, 72), (1, 16, 4, 128, 128, 64), (2, 4, 4, 33, 70, 40), (1, 2, 1, 20, 9, 7)]
 
 
 def masks(batch, rows, keys, seed):
@@ -69,9 +71,10 @@ def test_few_query_rows_match_float64_as_well_as_torch(isa, ext, shape, mask_kin
     assert err <= max(2 * err_stock, 2e-3), (err, err_stock)
 
 
-def test_layouts_logsumexp_scale_and_fully_masked_rows_as_torch(isa, ext):
-    q, k, v = rand(1, 4, 2, 16, seed=1), rand(1, 2, 24, 16, seed=2), rand(1, 2, 24, 16, seed=3)
-    mask = torch.zeros(1, 4, 2, 24, dtype=torch.half)
+@pytest.mark.parametrize("rows", [2, 20], ids=["per-row loop", "attend_rows"])
+def test_layouts_logsumexp_scale_and_fully_masked_rows_as_torch(isa, ext, rows):
+    q, k, v = rand(1, 4, rows, 16, seed=1), rand(1, 2, 24, 16, seed=2), rand(1, 2, 24, 16, seed=3)
+    mask = torch.zeros(1, 4, rows, 24, dtype=torch.half)
     mask[..., 10:] = float("-inf")
     mask[0, 1, 1] = float("-inf")  # one row sees no key
     out, lse = OP(q, k, v, attn_mask=mask, scale=0.3)
@@ -83,11 +86,22 @@ def test_layouts_logsumexp_scale_and_fully_masked_rows_as_torch(isa, ext):
     assert (out[0, 1, 1] == 0).all()
 
 
-@pytest.mark.parametrize("kwargs", [{"is_causal": True}, {"dropout_p": 0.0, "rows": 17}, {"dtype": torch.float32}],
-                         ids=["causal", "17 rows", "float32"])
+@pytest.mark.parametrize("rows, keys", [(128, 128), (40, 16), (7, 30), (1, 5)])
+def test_causal_matches_float64_as_well_as_torch(isa, ext, rows, keys):
+    """is_causal: query i sees keys 0..i (torch aligns the triangle top-left, also when rows != keys)."""
+    q, k, v = rand(1, 8, rows, 64, seed=1), rand(1, 2, keys, 64, seed=2), rand(1, 2, keys, 64, seed=3)
+    calls = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # noqa: E731
+    ours, theirs = calls(), stock(calls)
+    ref = exact(q, k, v, torch.ones(rows, keys, dtype=torch.bool).tril())
+    err, err_stock = (ours.double() - ref).abs().max().item(), (theirs.double() - ref).abs().max().item()
+    assert err <= max(2 * err_stock, 2e-3), (err, err_stock)
+
+
+@pytest.mark.parametrize("kwargs", [{"rows": 17, "keys": 8193}, {"dtype": torch.float32}],
+                         ids=["keys past attend_rows' limit", "float32"])
 def test_other_calls_run_torchs_kernel_unchanged(ext, kwargs):
-    rows, dtype = kwargs.pop("rows", 2), kwargs.pop("dtype", torch.float16)
-    q, k, v = (rand(1, 2, n, 8, seed=s).to(dtype) for s, n in ((1, rows), (2, 20), (3, 20)))
+    rows, keys, dtype = kwargs.pop("rows", 2), kwargs.pop("keys", 20), kwargs.pop("dtype", torch.float16)
+    q, k, v = (rand(1, 2, n, 8, seed=s).to(dtype) for s, n in ((1, rows), (2, keys), (3, keys)))
     ours = OP(q, k, v, **kwargs)
     theirs = stock(lambda: OP(q, k, v, **kwargs))
     for a, b in zip(ours, theirs):

@@ -5,6 +5,7 @@
 #pragma once
 
 // System headers the ISA files need, included here, before their `#pragma GCC target`.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -77,12 +78,25 @@ struct IsaKernels {
   using Attend = void (*)(const void* q, int64_t q_ls, const void* k, int64_t k_ss, const void* v, int64_t v_ss,
                           const float* mask, int64_t mask_ls, int64_t L, int64_t S, int64_t D, float scale, void* out,
                           int64_t out_ls, float* lse, int64_t lse_ls, float* scratch);
+  // The same for many query rows (prefill), and causal (row l sees keys 0..l); scratch:
+  // attend_rows_scratch() floats.
+  using AttendRows = void (*)(const void* q, int64_t q_ls, const void* k, int64_t k_ss, const void* v, int64_t v_ss,
+                              const float* mask, int64_t mask_ls, bool causal, int64_t L, int64_t S, int64_t D,
+                              float scale, void* out, int64_t out_ls, float* lse, int64_t lse_ls, float* scratch);
   RmsNorm rms_norm[kNumDtypes][2];
   FusedAddRmsNorm fused_add_rms_norm[kNumDtypes][2];
   SiluAndMul silu_and_mul[kNumDtypes];
   Rotary rotary[kNumDtypes][2];
   Attend attend_fp16;  // float16 only: fp32 and bf16 keep torch's kernel
+  AttendRows attend_rows_fp16;
 };
+
+// Scratch of AttendRows over S keys of head_dim D: K and V as the GEMM's B panels, then MR rows
+// of scores and MR scaled query rows.
+inline int64_t attend_rows_scratch(const GemmBlocking& g, int64_t S, int64_t D) {
+  const int64_t keys = (S + g.nr - 1) / g.nr * g.nr, dims = (D + g.nr - 1) / g.nr * g.nr;
+  return D * keys + keys * dims + g.mr * keys + g.mr * D;
+}
 
 // Defined in isa_<name>.cpp; the avx512/avx2 tables may only be used where the CPU has them.
 const IsaKernels& scalar_kernels();

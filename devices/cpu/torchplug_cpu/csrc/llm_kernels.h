@@ -211,4 +211,123 @@ struct Rows {
       lse[l * lse_ls] = mx + std::log(sum);
     }
   }
+
+  // attend() for many query rows (prefill), with the same results contract, plus `causal` (row l
+  // sees keys 0..l: torch's is_causal, aligned top-left). Two small GEMMs on the GEMM's
+  // micro-kernel: K and V are converted once per call into its fp32 B panels; then, MR query rows
+  // at a time, scores = q k^T over the keys up to the block's causal or mask edge (key blocks
+  // masked for all MR rows are not computed), a softmax per row, and out = p v. scratch:
+  // attend_rows_scratch() floats.
+  template <class T>
+  static void attend_rows(const void* q_, int64_t q_ls, const void* k_, int64_t k_ss, const void* v_, int64_t v_ss,
+                          const float* mask, int64_t mask_ls, bool causal, int64_t L, int64_t S, int64_t D,
+                          float scale, void* out_, int64_t out_ls, float* lse, int64_t lse_ls, float* scratch) {
+    using G = Gemm<I>;
+    constexpr int64_t MR = G::MR, NR = G::NR;
+    const int64_t sp = (S + NR - 1) / NR * NR, dp = (D + NR - 1) / NR * NR;
+    float* k_panels = scratch;            // sp / NR panels of D x NR: k^T
+    float* v_panels = k_panels + D * sp;  // dp / NR panels of sp x NR (keys past S are zeros)
+    float* scores = v_panels + sp * dp;   // MR rows, as many keys as the block reaches
+    float* qa = scores + MR * sp;         // MR x D, scaled
+    alignas(64) float tile[MR * NR];
+    const T* k = static_cast<const T*>(k_);
+    const T* v = static_cast<const T*>(v_);
+    for (int64_t s0 = 0; s0 < S; s0 += NR) G::pack(k + s0 * k_ss, 1, k_ss, D, std::min(NR, S - s0), k_panels + s0 * D, NR, D, NR);
+    for (int64_t d0 = 0; d0 < D; d0 += NR) G::pack(v + d0, v_ss, 1, S, std::min(NR, D - d0), v_panels + d0 * sp, NR, sp, NR);
+    for (int64_t l0 = 0; l0 < L; l0 += MR) {
+      const int64_t rows = std::min(MR, L - l0);
+      G::pack(static_cast<const T*>(q_) + l0 * q_ls, q_ls, 1, rows, D, qa, D, MR, D);
+      for (int64_t i = 0; i < MR * D; ++i) qa[i] *= scale;
+      // Keys up to the last one any of the block's rows sees: its causal edge, or its mask's.
+      int64_t s_end = causal ? std::min(S, l0 + rows) : S;
+      if (mask) {
+        int64_t reach = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* ml = mask + (l0 + r) * mask_ls;
+          int64_t n = s_end;
+          while (n > reach && ml[n - 1] == -INFINITY) --n;
+          reach = n;
+        }
+        s_end = reach;
+      }
+      const int64_t kb = (s_end + NR - 1) / NR * NR;
+      for (int64_t s0 = 0; s0 < s_end; s0 += NR) {
+        if (mask && all_masked(mask + l0 * mask_ls + s0, mask_ls, rows, std::min(NR, S - s0)))
+          for (int64_t r = 0; r < MR; ++r) std::fill_n(scores + r * kb + s0, NR, -INFINITY);
+        else
+          G::micro_kernel(D, qa, k_panels + s0 * D, nullptr, 0, scores + s0, kb);
+      }
+      float inv_sum[MR] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t l = l0 + r;
+        inv_sum[r] = softmax_row(scores + r * kb, mask ? mask + l * mask_ls : nullptr,
+                                 causal ? std::min(S, l + 1) : S, kb, lse + l * lse_ls);
+      }
+      for (int64_t r = rows; r < MR; ++r) std::fill_n(scores + r * kb, kb, 0.f);
+      for (int64_t d0 = 0; d0 < D; d0 += NR) {
+        G::micro_kernel(kb, scores, v_panels + d0 * sp, nullptr, 0, tile, NR);
+        const int64_t cols = std::min(NR, D - d0);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* out = static_cast<T*>(out_) + (l0 + r) * out_ls + d0;
+          const V inv = I::set1(inv_sum[r]);
+          int64_t j = 0;
+          for (; j + W <= cols; j += W) I::store(out + j, I::mul(I::load(tile + r * NR + j), inv));
+          if (j < cols) store_n(out + j, I::mul(I::load(tile + r * NR + j), inv), cols - j);
+        }
+      }
+    }
+  }
+
+  static bool all_masked(const float* mask, int64_t ls, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        if (mask[r * ls + c] != -INFINITY) return false;
+    return true;
+  }
+
+  // Turns one row of attend_rows' scores (scaled q.k over keys [0, n), the row `len` long) into
+  // unnormalised probabilities exp(x - max), with masked keys and keys [n, len) at exactly 0.
+  // Sets the row's logsumexp and returns 1 / sum (0 when every key is masked: zeros out).
+  static float softmax_row(float* scores, const float* ml, int64_t n, int64_t len, float* lse) {
+    const float neg_inf = -INFINITY;
+    if (ml)
+      while (n > 0 && ml[n - 1] == neg_inf) --n;  // a causal or padding mask masks a suffix
+    V vmx = I::set1(neg_inf);
+    int64_t s = 0;
+    for (; s + W <= n; s += W) {
+      const V x = ml ? I::add(I::load(scores + s), I::load(ml + s)) : I::load(scores + s);
+      I::store(scores + s, x);
+      vmx = I::max(vmx, x);
+    }
+    alignas(64) float lanes[W];
+    I::store(lanes, vmx);
+    float mx = neg_inf;
+    for (float x : lanes) mx = x > mx ? x : mx;
+    for (; s < n; ++s) {
+      scores[s] = ml ? scores[s] + ml[s] : scores[s];
+      mx = scores[s] > mx ? scores[s] : mx;
+    }
+    if (mx == neg_inf) {  // every key masked
+      std::fill_n(scores, len, 0.f);
+      *lse = 0.f;
+      return 0.f;
+    }
+    const V vmax = I::set1(mx);
+    V vsum = I::zero();
+    for (s = 0; s + W <= n; s += W) {
+      const V e = exp(I::sub(I::load(scores + s), vmax));
+      I::store(scores + s, e);
+      vsum = I::add(vsum, e);
+    }
+    float sum = I::reduce_add(vsum);
+    for (; s < n; ++s) sum += scores[s] = std::exp(scores[s] - mx);
+    // A masked key's vector exp is ~1e-38 (exp clamps its argument), which the sum (>= 1) cannot
+    // see; its probability is set to exactly 0.
+    if (ml)
+      for (s = 0; s < n; ++s)
+        if (ml[s] == neg_inf) scores[s] = 0.f;
+    std::fill(scores + n, scores + len, 0.f);
+    *lse = mx + std::log(sum);
+    return 1.f / sum;
+  }
 };
