@@ -595,6 +595,42 @@ def test_compiled_fp16_mlp_with_the_cpp_wrapper_uses_the_fp16_gemm(ext):
     assert report == {"inductor_at_import": False, "calls": 2, "close": True}
 
 
+def projections(x, wq, wk, wv):
+    """A decode step's q / k / v: three F.linear of one input, each used on its own."""
+    return F.linear(x, wq).relu(), F.linear(x, wk) * 2, F.linear(x, wv)
+
+
+@pytest.mark.parametrize("rows, grouped", [(1, True), (16, True), (17, False)])
+def test_compiled_projections_of_a_few_rows_run_as_one_group(ext, rows, grouped):
+    gen = torch.Generator().manual_seed(rows)
+    weights = rand(64, 48, gen=gen), rand(16, 48, gen=gen), rand(16, 48, gen=gen)
+    x = rand(rows, 48, gen=gen)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        compiled = torch.compile(projections)
+        _, (code, *_) = run_and_get_code(compiled, x, *weights)
+        before = calls(ext)
+        out = compiled(x, *weights)
+        assert calls(ext) - before == 3
+        eager = projections(x, *weights)
+    assert code.count("torch.ops.torchplug_cpu.mm_group.default(") == int(grouped)
+    for ours, theirs in zip(out, eager):
+        assert torch.equal(ours, theirs)  # each column summed as in F.linear's own kernel
+
+
+def test_mm_group_runs_mm_for_what_is_not_a_group(ext):
+    group = torch.ops.torchplug_cpu.mm_group
+    gen = torch.Generator().manual_seed(0)
+    a, w = rand(3, 40, gen=gen), rand(24, 40, gen=gen)
+    cases = {"float32": (a.float(), [w.t().float()]), "weight not contiguous along k": (a, [w.t().contiguous()]),
+             "too many rows": (rand(17, 40, gen=gen), [w.t()]), "group": (a, [w.t(), w[:5].t()])}
+    for name, (x, mats) in cases.items():
+        for ours, mat in zip(group(x, mats), mats):
+            assert torch.equal(ours, x @ mat), name
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        group(a, [w.t(), rand(24, 39, gen=gen).t()])
+
+
 def test_a_users_inductor_pass_set_before_the_kernels_load_still_runs():
     code = """
         import json, os, warnings

@@ -7,10 +7,17 @@ therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes to the `torchplu
 schemas), which both wrappers call through the dispatcher. AOTInductor packages are not rewritten,
 so they stay portable to machines without torchplug (and run torch's fp16 GEMM).
 
+The same pass groups skinny fp16 products that share their input (a decode step's q / k / v
+projections, its gate / up projections: a few rows against weights) into one
+`torchplug_cpu::mm_group` call, which streams all their weights in one parallel region: the thread
+pool wakes once, the threads split the group's bytes evenly, and the Python wrapper makes one call
+instead of three. Eager mode cannot do this, as each F.linear is its own call.
+
 Importing Inductor costs over a second, so the pass is installed when Inductor's config module is
 first imported, not inside ``import torch``. Passes the user set before are kept and run first.
 """
 
+import operator
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -42,12 +49,13 @@ def _install(config: ModuleType) -> None:
 
     class Fp16GemmPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
-            rewrite_fp16_gemms(graph)
+            if rewrite_fp16_gemms(graph):
+                group_skinny_gemms(graph)
 
         def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
             from torch._inductor.virtualized import V
 
-            return ("torchplug-cpu-fp16-gemm", 2, _kernels_loaded(), V.aot_compilation)
+            return ("torchplug-cpu-fp16-gemm", 3, _kernels_loaded(), V.aot_compilation)
 
     _register_fake_kernels()
     # Inductor runs a list of post-grad passes in order: any the user set stay, unchanged, first.
@@ -75,8 +83,68 @@ def rewrite_fp16_gemms(graph: torch.fx.Graph) -> int:
     return rewritten
 
 
+# Rows up to which a product is skinny (gemm.cpp's kSkinnyDotRows): its weight streams from memory.
+SKINNY_ROWS = 16
+_WEIGHT_VIEWS = ("permute", "t", "transpose")
+_INPUT_VIEWS = ("view", "reshape", "_unsafe_view")
+
+
+def group_skinny_gemms(graph: torch.fx.Graph) -> int:
+    """Replace torchplug_cpu.mm nodes of a few fp16 rows that share their input, with weights that
+    are graph inputs (or their transposes), by one torchplug_cpu.mm_group each; returns how many
+    groups were made."""
+    mm = torch.ops.torchplug_cpu.mm.default
+    by_input: dict[Any, list[torch.fx.Node]] = {}
+    for node in graph.nodes:
+        if node.target is mm and _skinny_by_weight(node):
+            by_input.setdefault(_input_key(node.args[0]), []).append(node)
+    groups = [nodes for nodes in by_input.values() if len(nodes) > 1]
+    for nodes in groups:
+        first = nodes[0]
+        for node in nodes[1:]:  # a weight's transpose may be taken just before its own product
+            weight = node.args[1]
+            if weight.op == "call_function":
+                first.prepend(weight)
+        with graph.inserting_before(first):
+            group = graph.call_function(torch.ops.torchplug_cpu.mm_group.default, (first.args[0], [n.args[1] for n in nodes]))
+            group.meta["val"] = [n.meta["val"] for n in nodes]
+            for i, node in enumerate(nodes):
+                item = graph.call_function(operator.getitem, (group, i))
+                item.meta["val"] = node.meta["val"]
+                node.replace_all_uses_with(item)
+        for node in nodes:
+            graph.erase_node(node)
+        for node in nodes[1:]:  # each F.linear flattened the shared input in a view of its own
+            if node.args[0] is not first.args[0] and not node.args[0].users:
+                graph.erase_node(node.args[0])
+    return len(groups)
+
+
+def _input_key(a: torch.fx.Node) -> Any:
+    """The same input for every view of one tensor to one shape (each F.linear takes its own)."""
+    if a.op == "call_function" and getattr(a.target, "__name__", "").split(".")[0] in _INPUT_VIEWS:
+        return a.target, a.args[0], tuple(a.args[1])
+    return a
+
+
+def _skinny_by_weight(node: torch.fx.Node) -> bool:
+    """A product of a few rows whose second operand is a graph input, or a transpose of one,
+    contiguous along k (F.linear's weight): the operands exist before any product runs."""
+    a, weight = node.args
+    out, value = node.meta.get("val"), weight.meta.get("val") if isinstance(weight, torch.fx.Node) else None
+    if not isinstance(a, torch.fx.Node) or value is None or out.shape[0] > SKINNY_ROWS or value.stride(0) != 1:
+        return False
+    source = weight
+    if weight.op == "call_function":
+        if getattr(weight.target, "__name__", "").split(".")[0] not in _WEIGHT_VIEWS or len(weight.users) != 1:
+            return False
+        source = weight.args[0]
+    return isinstance(source, torch.fx.Node) and source.op in ("placeholder", "get_attr")
+
+
 def _register_fake_kernels() -> None:
     # Shapes and dtypes are aten's: the fake kernel of torchplug_cpu::<op> is aten::<op> on fake tensors.
     for name in _GEMMS:
         aten_op = getattr(torch.ops.aten, name).default
         torch.library.register_fake(f"torchplug_cpu::{name}", lambda *args, _op=aten_op, **kwargs: _op(*args, **kwargs))
+    torch.library.register_fake("torchplug_cpu::mm_group", lambda a, mats: [a @ mat for mat in mats])

@@ -21,7 +21,11 @@ std::string current_isa();
 // views with any strides. cin (may be c itself, may broadcast) is read only when beta != 0.
 void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta);
-uint64_t fp16_gemm_calls();  // how many calls reached fp16_gemm: lets tests see the routing
+uint64_t fp16_gemm_calls();  // how many products reached fp16_gemm(_group): lets tests see the routing
+// [a @ b for b in bs] for fp16 a [m, k] with a few rows and each b [k, n_i] contiguous along k (a
+// weight's transpose), in one parallel region that cuts the b's as one concatenation of their
+// columns; nullopt when the shapes are not such a group.
+std::optional<std::vector<at::Tensor>> fp16_gemm_group(const at::Tensor& a, at::TensorList bs);
 
 // fp32_gemm.cpp: the same contract in float32, on oneDNN (c contiguous; b, cin as above).
 void fp32_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,

@@ -156,4 +156,50 @@ void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   });
 }
 
+std::optional<std::vector<at::Tensor>> fp16_gemm_group(const at::Tensor& a, at::TensorList bs) {
+  const int64_t m = a.size(0), k = a.size(1);
+  if (m > kSkinnyDotRows) return std::nullopt;
+  std::vector<int64_t> start{0};  // where each product's columns begin in the concatenation
+  for (const at::Tensor& b : bs) {
+    if (b.size(0) != k || b.stride(0) != 1) return std::nullopt;
+    start.push_back(start.back() + b.size(1));
+  }
+  g_calls.fetch_add(bs.size(), std::memory_order_relaxed);
+  std::vector<at::Tensor> outs;
+  for (const at::Tensor& b : bs) outs.push_back(at::empty({m, b.size(1)}, a.options()));
+  const int64_t n = start.back();
+  if (m == 0 || n == 0) return outs;
+  if (k == 0) {
+    for (at::Tensor& out : outs) out.zero_();
+    return outs;
+  }
+  const IsaKernels& isa = active_kernels();
+  const GemmTiling t = plan_skinny(1, m, n, k, at::get_num_threads());
+  const int64_t scratch_bytes = (t.packed_a + t.packed_b + t.accumulator) * int64_t{sizeof(float)};
+  // Columns [lo, hi) of product i, as a skinny problem of its own (one task).
+  auto segment = [&](size_t i, int64_t lo, int64_t hi, float* scratch) {
+    const at::Tensor &b = bs[i], &c = outs[i];
+    GemmProblem p{};
+    p.batch = 1, p.m = m, p.n = hi - lo, p.k = k, p.alpha = 1.f, p.beta = 0.f;
+    p.a = cdata(a), p.a_rs = a.stride(0), p.a_cs = a.stride(1);
+    p.b = cdata(b) + lo * b.stride(1), p.b_rs = b.stride(0), p.b_cs = b.stride(1);
+    p.c = reinterpret_cast<fp16_t*>(c.data_ptr<at::Half>()) + lo, p.c_rs = c.stride(0), p.c_cs = 1;
+    GemmTiling one = t;
+    one.nc = hi - lo, one.m_blocks = one.n_blocks = 1;
+    isa.gemv_tasks(p, one, 0, 1, scratch);
+  };
+  const int64_t grain = m * n * k < (int64_t{1} << 18) ? t.n_blocks : 1;
+  at::parallel_for(0, t.n_blocks, grain, [&](int64_t begin, int64_t end) {
+    float* scratch = thread_scratch(scratch_bytes);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n0 = task * t.nc, n1 = std::min(n, n0 + t.nc);
+      for (size_t i = 0; i < bs.size(); ++i) {
+        const int64_t lo = std::max(n0, start[i]), hi = std::min(n1, start[i + 1]);
+        if (lo < hi) segment(i, lo - start[i], hi - start[i], scratch);
+      }
+    }
+  });
+  return outs;
+}
+
 }  // namespace torchplug_cpu

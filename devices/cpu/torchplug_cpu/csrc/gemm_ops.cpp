@@ -12,6 +12,7 @@
 #include <ATen/ops/baddbmm_cpu_dispatch.h>
 #include <ATen/ops/bmm_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/mm_cpu_dispatch.h>
 #include <torch/library.h>
 
@@ -115,6 +116,18 @@ Tensor& add_product_(Tensor& self, const Tensor& mat1, const Tensor& mat2, const
 }
 
 constexpr auto mm = product<2, &at::cpu::mm>;
+
+// [self @ mat for mat in mats]: one call for the projections of a decode step that share their
+// input (inductor.py groups them); anything but a group of fp16 skinny products runs mm each.
+std::vector<Tensor> mm_group(const Tensor& self, at::TensorList mats) {
+  bool group = plain(self, at::kHalf) && self.dim() == 2;
+  for (const Tensor& mat : mats) group = group && ours(self, mat, 2);
+  if (group)
+    if (auto outs = fp16_gemm_group(self, mats)) return *outs;
+  std::vector<Tensor> outs;
+  for (const Tensor& mat : mats) outs.push_back(at::mm(self, mat));
+  return outs;
+}
 constexpr auto mm_out = product_out<2, &at::cpu::mm_outf>;
 constexpr auto bmm = product<3, &at::cpu::bmm>;
 constexpr auto bmm_out = product_out<3, &at::cpu::bmm_outf>;
@@ -131,6 +144,7 @@ constexpr auto baddbmm_ = add_product_<3, &at::cpu::baddbmm_>;
 // Same argument types as aten's, so the dispatcher accepts them as kernels of the aten ops.
 TORCH_LIBRARY_FRAGMENT(torchplug_cpu, m) {
   m.def("mm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("mm_group(Tensor self, Tensor[] mats) -> Tensor[]");
   m.def("mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
   m.def("bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
@@ -145,6 +159,7 @@ TORCH_LIBRARY_FRAGMENT(torchplug_cpu, m) {
 TORCH_LIBRARY_IMPL(torchplug_cpu, CPU, m) {
   namespace tc = torchplug_cpu;
   m.impl("mm", TORCH_FN(tc::mm));
+  m.impl("mm_group", TORCH_FN(tc::mm_group));
   m.impl("mm.out", TORCH_FN(tc::mm_out));
   m.impl("bmm", TORCH_FN(tc::bmm));
   m.impl("bmm.out", TORCH_FN(tc::bmm_out));
