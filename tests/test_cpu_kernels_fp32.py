@@ -1,5 +1,6 @@
 """torchplug-cpu's float32 GEMM route (TORCHPLUG_CPU_FP32): mm / addmm / bmm / baddbmm, and so
-linear and matmul, on oneDNN where it is routed, on oneDNN's AVX2 and AVX-512 paths.
+linear and matmul, on oneDNN where it is routed (all of them, or on AMD CPUs without AVX-512 the
+skinny F.linear products), on oneDNN's AVX2 and AVX-512 paths.
 
 Each case runs in a fresh process, as the route is chosen when the kernels load. Results are
 checked against float64 with the worst-case fp32 accumulation bound that stock fp32 meets too.
@@ -59,6 +60,11 @@ CASES = """
     inplace_w = bias.clone()
     check("addmm_ by a weight", lambda: inplace_w.addmm_(a, w.t(), beta=-1.0), ref(a, w.t(), bias, 1.0, -1.0))
     check("linear 3-D", lambda: F.linear(x3, w), ref(x3, w.t()))
+    # Skinny products (a few rows, >= 16 output columns per row): the only ones on the skinny route.
+    x, wide, wide_bias = r(4, 300), r(70, 300), r(70)
+    check("skinny linear", lambda: F.linear(x, wide, wide_bias), ref(x, wide.t(), wide_bias, 1.0, 1.0))
+    skinny_out = torch.empty(4, 70)
+    check("skinny mm out= by a weight", lambda: torch.mm(x, wide.t(), out=skinny_out), ref(x, wide.t()))
     p, q, c = r(3, 17, 64), r(3, 64, 9), r(3, 17, 9)
     check("bmm", lambda: torch.bmm(p, q), ref(p, q))
     check("bmm strided", lambda: torch.bmm(p.transpose(1, 2).contiguous().transpose(1, 2), q[:, :, ::1]), ref(p, q))
@@ -73,6 +79,8 @@ CASES = """
 """
 
 NOT_OURS = ("mm non-contiguous out=", "mm empty k", "linear one row")
+SKINNY = ("skinny linear", "skinny mm out= by a weight")
+AMD = kernels.extension().cpu_vendor() == "AuthenticAMD"
 
 
 def run_cases(**env: str) -> tuple[dict, str]:
@@ -108,11 +116,20 @@ def test_routed_fp32_gemms_run_on_onednn_and_agree_with_float64(isa):
     assert matmuls and all("avx512" in line for line in matmuls), matmuls[:3]
 
 
-def test_where_onednn_has_only_its_avx2_path_auto_keeps_stock_and_onednn_is_refused():
-    # ONEDNN_MAX_CPU_ISA=AVX2 makes oneDNN behave as on a CPU without AVX-512.
-    report, _ = run_cases(ONEDNN_MAX_CPU_ISA="AVX2")
-    assert report["errors"] == [] and not any(report["routed"].values())
-    assert report["status"].startswith("fp32 GEMM: stock (")
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_where_onednn_has_only_its_avx2_path_auto_routes_skinny_linears_on_amd_and_onednn_is_refused(isa):
+    """ONEDNN_MAX_CPU_ISA=AVX2 makes oneDNN behave as on a CPU without AVX-512 (as this test's
+    CPU may really be): on AMD, auto sends skinny F.linear products to oneDNN's AVX2 linear and
+    everything else to MKL; elsewhere it keeps MKL."""
+    if isa not in kernels.supported_isas():
+        pytest.skip(f"this CPU cannot run the {isa} path")
+    report, _ = run_cases(ONEDNN_MAX_CPU_ISA="AVX2", TORCHPLUG_CPU_ISA=isa)
+    assert report["errors"] == []
+    if AMD and torch.backends.mkldnn.is_available():
+        assert report["status"].startswith("fp32 GEMM: onednn-skinny (AMD CPU without AVX-512")
+        assert {name for name, calls in report["routed"].items() if calls} == set(SKINNY), report["routed"]
+    else:
+        assert report["status"].startswith("fp32 GEMM: stock (") and not any(report["routed"].values())
     printed = load_error(TORCHPLUG_CPU_FP32="onednn", ONEDNN_MAX_CPU_ISA="AVX2")
     assert "TORCHPLUG_CPU_FP32=onednn, but torch's oneDNN has no fast float32 matmul on this CPU" in printed
 
@@ -130,9 +147,8 @@ def test_auto_follows_the_vendor_rule_and_torchplug_list_reports_it():
         print(json.dumps(loader.loaded_backend("cpu").status().reason))
     """
     reason = json.loads(run_python(code).stdout)
-    amd_avx512 = kernels.extension().cpu_vendor() == "AuthenticAMD" and ONEDNN_USABLE
-    expected = ("fp32 GEMM: onednn (AMD CPU with AVX-512: MKL would take its AVX2 path)" if amd_avx512
-                else "fp32 GEMM: stock (")
+    expected = ("fp32 GEMM: stock (" if not AMD else "fp32 GEMM: onednn (AMD CPU with AVX-512: MKL would take its "
+                "AVX2 path)" if ONEDNN_USABLE else "fp32 GEMM: onednn-skinny (AMD CPU without AVX-512")
     assert expected in reason
 
 

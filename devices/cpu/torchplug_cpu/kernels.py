@@ -17,7 +17,9 @@ unknown value, or a path the CPU lacks, raises ValueError saying what this CPU s
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
 `stock` keeps torch's (MKL). `auto` (the default) is a CPU-vendor rule: oneDNN on AMD CPUs whose
-oneDNN has its AVX-512 path, where MKL takes its AVX2 path and runs at about half the speed.
+oneDNN has its AVX-512 path, where MKL takes its AVX2 path and runs at about half the speed; on AMD
+CPUs without it, oneDNN's linear for skinny F.linear products only (m x k by a weight, m <= 256,
+n >= 16m), which it runs faster than MKL, and MKL for everything else ("onednn-skinny").
 """
 
 import os
@@ -91,7 +93,8 @@ def load(build: bool = True) -> ModuleType | None:
         select_isa()
         global _fp32
         _fp32 = fp32_route()
-        dtypes = (torch.float16, torch.float32) if _fp32[0] == "onednn" else (torch.float16,)
+        _extension.set_fp32_route_skinny(_fp32[0] == "onednn-skinny")
+        dtypes = (torch.float16,) if _fp32[0] == "stock" else (torch.float16, torch.float32)
         _registrations.extend(_register("aten", op, dtypes) for op in GEMM_OPS)
         _registrations.extend(_register("aten", op, (torch.float16,)) for op in ATTENTION_OPS)
         when_torchplug_ops_defined(_register_llm_ops)
@@ -102,7 +105,7 @@ def load(build: bool = True) -> ModuleType | None:
 
 
 def fp32_route() -> tuple[str, str]:
-    """("onednn" or "stock", why) for float32 GEMMs, from $TORCHPLUG_CPU_FP32 and this CPU.
+    """("onednn", "onednn-skinny" or "stock", why) for float32 GEMMs, from $TORCHPLUG_CPU_FP32 and this CPU.
 
     Raises ValueError on an unknown value, or on `onednn` where torch's oneDNN cannot run it.
     """
@@ -121,6 +124,9 @@ def fp32_route() -> tuple[str, str]:
     vendor = extension().cpu_vendor()
     if vendor == "AuthenticAMD" and usable:
         return "onednn", "AMD CPU with AVX-512: MKL would take its AVX2 path"
+    if vendor == "AuthenticAMD" and torch.backends.mkldnn.is_available():
+        return "onednn-skinny", ("AMD CPU without AVX-512: oneDNN's linear for F.linear products of 2 to 256 rows "
+                                 "and at least 16 output columns per row, where it beats MKL; MKL for the rest")
     return "stock", f"{vendor or 'unknown'} CPU: torch's MKL is as fast" if usable else "no AVX-512 oneDNN path"
 
 

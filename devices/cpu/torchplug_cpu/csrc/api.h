@@ -35,6 +35,10 @@ void fp32_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
 std::optional<at::Tensor> fp32_linear(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, float alpha,
                                       float beta);
 uint64_t fp32_gemm_calls();
+// Whether only skinny F.linear products are routed to oneDNN (gemm_ops.cpp), not every float32
+// GEMM: set by kernels.py where oneDNN has only its AVX2 path.
+bool fp32_route_skinny();
+void set_fp32_route_skinny(bool skinny);
 std::string cpu_vendor();  // CPUID's vendor string, e.g. "AuthenticAMD", "GenuineIntel"
 
 }  // namespace torchplug_cpu

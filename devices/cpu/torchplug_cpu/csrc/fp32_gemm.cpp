@@ -1,5 +1,6 @@
 // fp32 GEMMs on oneDNN: on AMD CPUs torch's fp32 GEMM (MKL) takes its AVX2 path, while oneDNN
-// (also inside torch) uses AVX-512. kernels.py decides whether float32 mm/addmm/bmm/baddbmm are
+// (also inside torch) uses AVX-512; without AVX-512, oneDNN's AVX2 linear still beats MKL on
+// skinny products. kernels.py decides whether float32 mm/addmm/bmm/baddbmm are
 // routed here (TORCHPLUG_CPU_FP32); gemm_ops.cpp sends them.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -19,7 +20,11 @@ TORCH_API void mkldnn_matmul(const Tensor& mat1, const Tensor& mat2, const Tenso
 namespace torchplug_cpu {
 namespace {
 std::atomic<uint64_t> fp32_onednn_calls{0};
+std::atomic<bool> skinny_route{false};
 }  // namespace
+
+bool fp32_route_skinny() { return skinny_route.load(std::memory_order_relaxed); }
+void set_fp32_route_skinny(bool skinny) { skinny_route.store(skinny, std::memory_order_relaxed); }
 
 namespace {
 

@@ -28,12 +28,26 @@ bool plain(const Tensor& t, at::ScalarType dtype) {
   return t.scalar_type() == dtype && t.layout() == at::kStrided && !t.is_neg() && !t.is_conj();
 }
 
+// A skinny F.linear product: m x k by a weight's transpose, with at most kSkinnyMaxRows rows and
+// at least kSkinnyColumnsPerRow output columns per row. Where only oneDNN's AVX2 path exists (AMD
+// CPUs without AVX-512), these are the float32 products it ran faster than MKL on Zen 3 (1.2-2.5x
+// at 8-256 x 4096 x 4096); MKL won at 512 rows and more, and at 128 x 1024 x 1024.
+constexpr int64_t kSkinnyMaxRows = 256;
+constexpr int64_t kSkinnyColumnsPerRow = 16;
+
+bool skinny_linear(const Tensor& self, const Tensor& mat2) {
+  return self.dim() == 2 && mat2.stride(0) == 1 && mat2.stride(1) == mat2.size(0) &&
+         self.size(0) <= kSkinnyMaxRows && self.size(0) * kSkinnyColumnsPerRow <= mat2.size(1);
+}
+
 // True when (self) @ (mat2) is a float16 or float32 product torch would accept: [b,] m x k @
 // [b,] k x n. float32 needs m > 1 (MKL's GEMV held up far better than oneDNN's on a loaded
-// machine: 9.4 against 1.7-3.0 GFLOP/s at 1 x 4096 x 4096) and no k or n zero (oneDNN refuses).
+// machine: 9.4 against 1.7-3.0 GFLOP/s at 1 x 4096 x 4096), no k or n zero (oneDNN refuses), and
+// on the skinny route (fp32_route_skinny) a skinny F.linear product.
 bool ours(const Tensor& self, const Tensor& mat2, int64_t dim) {
   const auto dtype = self.scalar_type();
-  const bool fp32 = dtype == at::kFloat && self.dim() == dim && self.size(-2) > 1 && self.numel() && mat2.numel();
+  const bool fp32 = dtype == at::kFloat && self.dim() == dim && self.size(-2) > 1 && self.numel() && mat2.numel() &&
+                    (!fp32_route_skinny() || skinny_linear(self, mat2));
   return (dtype == at::kHalf || fp32) && plain(self, dtype) && plain(mat2, dtype) && self.dim() == dim &&
          mat2.dim() == dim && self.size(-1) == mat2.size(-2) && (dim == 2 || self.size(0) == mat2.size(0));
 }

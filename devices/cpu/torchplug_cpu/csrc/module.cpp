@@ -16,5 +16,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("current_isa", &tc::current_isa);
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");
   m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
+  m.def("set_fp32_route_skinny", &tc::set_fp32_route_skinny, "route only skinny float32 F.linear products to oneDNN",
+        py::arg("skinny"));
   m.def("cpu_vendor", &tc::cpu_vendor, "CPUID vendor string");
 }
