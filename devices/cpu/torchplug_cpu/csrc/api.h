@@ -18,7 +18,8 @@ void set_isa(const std::string& name);      // throws with the fix on an unknown
 std::string current_isa();
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
-// views with any strides. cin (may be c itself, may broadcast) is read only when beta != 0.
+// views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)
+// is read only when beta != 0.
 void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta);
 uint64_t fp16_gemm_calls();  // how many products reached fp16_gemm(_group): lets tests see the routing

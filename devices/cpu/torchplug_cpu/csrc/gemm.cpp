@@ -77,6 +77,9 @@ GemmProblem transposed(const GemmProblem& p) {
   return t;
 }
 
+// Operands are [batch, rows, cols] or, for a batch of one, [rows, cols].
+int64_t batch_stride(const at::Tensor& t) { return t.dim() == 3 ? t.stride(0) : 0; }
+
 const fp16_t* cdata(const at::Tensor& t) { return reinterpret_cast<const fp16_t*>(t.const_data_ptr<at::Half>()); }
 
 // Whether writing x could change what y reads. Different storages never overlap; within one,
@@ -114,7 +117,7 @@ uint64_t fp16_gemm_calls() { return g_calls.load(std::memory_order_relaxed); }
 void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta) {
   g_calls.fetch_add(1, std::memory_order_relaxed);
-  const int64_t batch = c.size(0), m = c.size(1), n = c.size(2), k = a.size(2);
+  const int64_t batch = c.dim() == 3 ? c.size(0) : 1, m = c.size(-2), n = c.size(-1), k = a.size(-1);
   if (batch == 0 || m == 0 || n == 0) return;
   at::assert_no_internal_overlap(c);
   // Writing C while A or B are still being read from it would corrupt them: go through a copy.
@@ -135,11 +138,11 @@ void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   const IsaKernels& isa = active_kernels();
   GemmProblem p{};
   p.batch = batch, p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
-  p.a = cdata(a), p.a_bs = a.stride(0), p.a_rs = a.stride(1), p.a_cs = a.stride(2);
-  p.b = cdata(b), p.b_bs = b.stride(0), p.b_rs = b.stride(1), p.b_cs = b.stride(2);
-  p.c = reinterpret_cast<fp16_t*>(c.data_ptr<at::Half>()), p.c_bs = c.stride(0), p.c_rs = c.stride(1),
-  p.c_cs = c.stride(2);
-  if (beta != 0.f) p.cin = cdata(in), p.cin_bs = in.stride(0), p.cin_rs = in.stride(1), p.cin_cs = in.stride(2);
+  p.a = cdata(a), p.a_bs = batch_stride(a), p.a_rs = a.stride(-2), p.a_cs = a.stride(-1);
+  p.b = cdata(b), p.b_bs = batch_stride(b), p.b_rs = b.stride(-2), p.b_cs = b.stride(-1);
+  p.c = reinterpret_cast<fp16_t*>(c.data_ptr<at::Half>()), p.c_bs = batch_stride(c), p.c_rs = c.stride(-2),
+  p.c_cs = c.stride(-1);
+  if (beta != 0.f) p.cin = cdata(in), p.cin_bs = batch_stride(in), p.cin_rs = in.stride(-2), p.cin_cs = in.stride(-1);
 
   // A few rows (or columns: C^T = B^T A^T) make a memory-bound product: no packing (gemv_kernel.h).
   if (p.n < p.m && p.n <= kSkinnyRows) p = transposed(p);

@@ -67,10 +67,10 @@ Tensor as3d(const Tensor& t) { return t.dim() == 2 ? t.unsqueeze(0) : t; }
 // out = alpha * self @ mat2 + beta * bias, all of one dtype and already checked.
 void run(const Tensor& self, const Tensor& mat2, const Tensor& out, const Tensor& bias, const Scalar& beta,
          const Scalar& alpha) {
-  const Tensor out3 = as3d(out);
   const float b = bias.defined() ? beta.to<float>() : 0.f;
-  const Tensor bias3 = b != 0.f ? as3d(bias.expand(out.sizes())) : Tensor();
-  (self.scalar_type() == at::kHalf ? fp16_gemm : fp32_gemm)(as3d(self), as3d(mat2), out3, bias3, alpha.to<float>(), b);
+  const Tensor in = b != 0.f ? bias.expand(out.sizes()) : Tensor();
+  if (self.scalar_type() == at::kHalf) return fp16_gemm(self, mat2, out, in, alpha.to<float>(), b);
+  fp32_gemm(as3d(self), as3d(mat2), as3d(out), in.defined() ? as3d(in) : in, alpha.to<float>(), b);
 }
 
 bool ours_add(const Tensor& bias, const Tensor& self, const Tensor& mat2, int64_t dim) {
