@@ -55,12 +55,11 @@ def masks(batch, rows, keys, seed):
     filled = torch.randint(0, keys, (rows,), generator=torch.Generator().manual_seed(seed))
     prefix = torch.arange(keys) <= filled[:, None]  # a static cache's padding mask
     return {"none": None, "bool": prefix, "float16 -inf": torch.where(prefix, 0.0, float("-inf")).half(),
-            "float32 additive": torch.randn(batch, 1, rows, keys, generator=torch.Generator().manual_seed(seed)),
-            "bfloat16 additive": torch.randn(batch, 1, rows, keys, generator=torch.Generator().manual_seed(seed)).bfloat16()}
+            "float32 additive": torch.randn(batch, 1, rows, keys, generator=torch.Generator().manual_seed(seed))}
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("mask_kind", ["none", "bool", "float16 -inf", "float32 additive", "bfloat16 additive"])
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float16 -inf", "float32 additive"])
 def test_few_query_rows_match_float64_as_well_as_torch(isa, ext, shape, mask_kind):
     b, h, hk, rows, keys, d = shape
     q, k, v = rand(b, h, rows, d, seed=1), rand(b, hk, keys, d, seed=2), rand(b, hk, keys, d, seed=3)

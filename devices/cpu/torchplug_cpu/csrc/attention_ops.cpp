@@ -32,12 +32,12 @@ constexpr int64_t kMaxKeys = 8192;
 
 bool plain(const Tensor& t) { return t.layout() == at::kStrided && !t.is_neg() && !t.is_conj(); }
 
-// A contiguous 16-bit mask in fp32, converted here: a decode step's is a few hundred values, and
-// Tensor::to's dispatch would cost more than the conversion.
-template <class T>
+// A contiguous fp16 mask in fp32, converted here: a decode step's is a few hundred values, and
+// Tensor::to's dispatch would cost more than the conversion. (SDPA takes a float mask only in
+// the query's dtype or fp32.)
 Tensor widened(const Tensor& mask) {
   Tensor out = at::empty(mask.sizes(), mask.options().dtype(at::kFloat));
-  const T* src = mask.const_data_ptr<T>();
+  const at::Half* src = mask.const_data_ptr<at::Half>();
   float* dst = out.data_ptr<float>();
   for (int64_t i = 0, n = mask.numel(); i < n; ++i) dst[i] = static_cast<float>(src[i]);
   return out;
@@ -50,9 +50,8 @@ std::optional<Tensor> float_mask(const Tensor& mask, int64_t b, int64_t h, int64
   const auto dtype = mask.scalar_type();
   Tensor m;
   if (dtype == at::kBool) m = at::where(mask, 0.f, -INFINITY);
-  else if (dtype == at::kHalf && mask.is_contiguous()) m = widened<at::Half>(mask);
-  else if (dtype == at::kBFloat16 && mask.is_contiguous()) m = widened<at::BFloat16>(mask);
-  else if (dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16) m = mask.to(at::kFloat);
+  else if (dtype == at::kHalf && mask.is_contiguous()) m = widened(mask);
+  else if (dtype == at::kFloat || dtype == at::kHalf) m = mask.to(at::kFloat);
   else return std::nullopt;
   m = m.expand({b, h, l, s});
   if (m.stride(3) != 1) m = m.contiguous();
