@@ -63,7 +63,8 @@ struct IsaKernels {
   void (*gemm_tasks)(const GemmProblem&, const GemmTiling&, int64_t begin, int64_t end, float* scratch);
   void (*gemv_tasks)(const GemmProblem&, const GemmTiling&, int64_t begin, int64_t end, float* scratch);  // m <= 4
 
-  using RmsNorm = void (*)(const void* x, int64_t x_rs, void* out, int64_t out_rs, const void* w,
+  // w may be null (no weight); rstd (one float per row, the 1 / rms it scaled by) may be null.
+  using RmsNorm = void (*)(const void* x, int64_t x_rs, void* out, int64_t out_rs, const void* w, float* rstd,
                            int64_t rows, int64_t hidden, float eps);
   using FusedAddRmsNorm = void (*)(void* x, int64_t x_rs, void* residual, int64_t r_rs, const void* w,
                                    int64_t rows, int64_t hidden, float eps);
@@ -82,6 +83,9 @@ struct IsaKernels {
   SiluAndMul silu_and_mul[kNumDtypes];
   Rotary rotary[kNumDtypes][2];
   Attend attend_fp16;  // float16 only: fp32 and bf16 keep torch's kernel
+  // out[r] = the index of the maximum of row r (n >= 1 elements), with torch's argmax rules.
+  using Argmax = void (*)(const void* x, int64_t x_rs, int64_t rows, int64_t n, int64_t* out);
+  Argmax argmax[kNumDtypes];
 };
 
 // Defined in isa_<name>.cpp; the avx512/avx2 tables may only be used where the CPU has them.

@@ -17,4 +17,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");
   m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
   m.def("cpu_vendor", &tc::cpu_vendor, "CPUID vendor string");
+  m.def("argmax_calls", &tc::argmax_calls, "calls that reached torchplug's argmax kernel so far");
+  m.def("fused_rms_norm_calls", &tc::fused_rms_norm_calls, "calls that reached torchplug's _fused_rms_norm kernel so far");
 }
