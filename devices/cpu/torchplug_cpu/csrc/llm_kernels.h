@@ -235,21 +235,22 @@ struct Rows {
   template <class T> static int64_t argmax_row(const T* x, int64_t n) {
     constexpr uint32_t all = (uint32_t{1} << W) - 1;
     auto load = [&](int64_t j) { return j + W <= n ? I::load(x + j) : load_n_repeat(x + j, n - j); };
-    V m0 = I::set1(-INFINITY), m1 = m0;  // two chains hide the max latency
-    uint32_t nan = 0;                     // lanes that held a NaN
+    const V lowest = I::set1(-INFINITY);
+    V m[4] = {lowest, lowest, lowest, lowest};  // four chains hide the max latency
+    uint32_t nan = 0;                           // lanes that held a NaN
     int64_t j = 0;
-    for (; j + 2 * W <= n; j += 2 * W) {
-      const V a = I::load(x + j), b = I::load(x + j + W);
-      m0 = I::max(a, m0);
-      m1 = I::max(b, m1);
-      nan |= (I::eq_mask(a, a) & I::eq_mask(b, b)) ^ all;
-    }
+    for (; j + 4 * W <= n; j += 4 * W)
+      for (int u = 0; u < 4; ++u) {
+        const V a = I::load(x + j + u * W);
+        m[u] = I::max(a, m[u]);
+        nan |= I::eq_mask(a, a) ^ all;
+      }
     for (; j < n; j += W) {
       const V a = load(j);
-      m0 = I::max(a, m0);
+      m[0] = I::max(a, m[0]);
       nan |= I::eq_mask(a, a) ^ all;
     }
-    const V target = I::set1(I::reduce_max(I::max(m0, m1)));
+    const V target = I::set1(I::reduce_max(I::max(I::max(m[0], m[1]), I::max(m[2], m[3]))));
     for (j = 0;; j += W) {  // ends within the row: the maximum (or a NaN) is in it
       const V a = load(j);
       if (const uint32_t hit = nan ? I::eq_mask(a, a) ^ all : I::eq_mask(a, target)) return j + __builtin_ctz(hit);
