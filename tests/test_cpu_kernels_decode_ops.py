@@ -11,6 +11,7 @@ torch's results, bit for bit. No timing is asserted.
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 kernels = pytest.importorskip("torchplug_cpu.kernels")
@@ -185,3 +186,17 @@ def test_rms_norm_autograd_is_torchs_and_inference_is_ours(isa, ext, dtype):
     with torch.inference_mode():
         calls += counted(ext.fused_rms_norm_calls, lambda: F.rms_norm(x0, (64,), w0, 1e-6))[0]
     assert calls == (2 if dtype == torch.float16 else 0)
+
+
+def test_rms_norm_forward_ad_is_torchs(isa, ext):
+    gen = torch.Generator().manual_seed(1)
+    x, tangent, w = (torch.randn(shape, generator=gen).half() for shape in ((3, 64), (3, 64), (64,)))
+
+    def tangents():
+        jvp = torch.func.jvp(lambda x: F.rms_norm(x, (64,), w, 1e-6), (x,), (tangent,))[1]
+        with fwAD.dual_level():
+            dual = fwAD.unpack_dual(F.rms_norm(fwAD.make_dual(x, tangent), (64,), w, 1e-6)).tangent
+        return jvp, dual
+
+    calls, ours = counted(ext.fused_rms_norm_calls, tangents)
+    assert calls == 0 and all(torch.equal(a, b) for a, b in zip(ours, stock(tangents)))

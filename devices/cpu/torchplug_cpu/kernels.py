@@ -53,7 +53,7 @@ LLM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the
 DECODE_OPS = ("argmax", "argmax.out", "_fused_rms_norm")
 # Of those, the ops torch's CPU runs as a composite that autograd differentiates through its parts.
 # A CPU kernel would switch AutogradCPU to the op's own derivative, which has no CPU kernel, so
-# AutogradCPU is routed too, to a kernel that runs the composite where a gradient is needed. It is
+# AutogradCPU is routed too, to a kernel that runs the composite where autograd has work. It is
 # routed first, while the composite is still the kernel the dtype split keeps for other dtypes.
 COMPOSITE_OPS = ("_fused_rms_norm",)
 

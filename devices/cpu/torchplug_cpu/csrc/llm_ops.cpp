@@ -4,12 +4,12 @@
 // views, and torch's thread pool over rows. The arithmetic is in llm_kernels.h, per ISA. Also
 // aten's _fused_rms_norm (F.rms_norm on the CPU) on the same row kernel.
 #include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_fused_rms_norm.h>
 #include <ATen/ops/_fused_rms_norm_compositeimplicitautograd_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -184,15 +184,21 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::I
   return {out, rstd};
 }
 
+// Whether autograd has work on t: a gradient to record, or a tangent to carry (forward AD; level
+// 0 is the one torch's generated autograd kernels check, torch.func's included).
+bool differentiated(const std::optional<at::Tensor>& t) {
+  return t && t->defined() && ((at::GradMode::is_enabled() && t->requires_grad()) || t->_fw_grad(0).defined());
+}
+
 // aten::_fused_rms_norm on AutogradCPU (torchplug_cpu.kernels routes it here with the CPU key).
 // torch differentiates its CPU composite through the ops it runs: aten has no CPU
 // _fused_rms_norm_backward, and a CPU kernel alone would switch AutogradCPU to the op's own
-// derivative, which calls it. So: the composite where a gradient is needed, and otherwise the CPU
+// derivative, which calls it. So: the composite where autograd has work, and otherwise the CPU
 // key, below autograd, where the dispatcher's dtype split picks the kernel above or torch's.
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized_shape,
                                                            const std::optional<at::Tensor>& weight,
                                                            std::optional<double> eps) {
-  if (at::GradMode::is_enabled() && (input.requires_grad() || (weight && weight->requires_grad())))
+  if (differentiated(input) || differentiated(weight))
     return at::compositeimplicitautograd::_fused_rms_norm(input, normalized_shape, weight, eps);
   at::AutoDispatchBelowADInplaceOrView below;
   return at::_fused_rms_norm(input, normalized_shape, weight, eps);
