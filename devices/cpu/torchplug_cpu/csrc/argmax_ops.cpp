@@ -22,12 +22,13 @@ using at::Tensor;
 
 std::atomic<uint64_t> g_argmax_calls{0};
 
-// The call as rows x n elements, reduced along n, and the result's shape; nullopt where torch's kernel runs.
+// A call as rows of n contiguous elements, each reduced to one index, and the result's shape.
 struct RowView {
   int64_t rows, n;
   std::vector<int64_t> shape;
 };
 
+// nullopt where torch's kernel runs: other dtypes and layouts, other dims, and empty tensors (its errors).
 std::optional<RowView> rows_of(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   if (!kernel_dtype(self.scalar_type()) || self.numel() == 0 || !self.is_contiguous()) return std::nullopt;
   std::vector<int64_t> shape = self.sizes().vec();
