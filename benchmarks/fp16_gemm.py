@@ -11,8 +11,10 @@ and with it, alternating. Figures are medians; cases that take over ~2 s per cal
 bf16 at 2048^2 on CPUs without AVX512-FP16 / AVX512-BF16) run once.
 Then an fp16 MLP (Linear 1024->4096, GELU, Linear 4096->1024) compiled with
 torch.compile: torchplug in default mode against stock default and stock max-autotune + freezing
-(both in the stock subprocess). A last table times the four portable LLM ops (torchplug.ops,
-served on the CPU by torchplug's kernels) against their plain-torch reference. --quick skips the
+(both in the stock subprocess). A table times the four portable LLM ops (torchplug.ops, served
+on the CPU by torchplug's kernels) against their plain-torch reference, and a last one the aten
+ops a decode step runs outside the GEMMs (argmax of the logits, F.rms_norm) with torchplug's
+kernels withdrawn (stock torch) and registered, in this process. --quick skips the
 2048^2 row, the slow stock / bf16 cases and the compiled MLP; --no-compile skips only the MLP.
 Verdicts (exit status 1 if one fails): torchplug fp16 >= 1.6x torch fp32 at 1024^2, 2048^2 and the
 64x4096 linear; the compiled MLP >= 1.5x faster than stock max-autotune + freezing. A figure whose
@@ -232,6 +234,31 @@ def op_rows(report):
     return rows
 
 
+def decode_op_rows(report):
+    from torchplug_cpu import kernels
+
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        torch.manual_seed(0)
+        logits, w = torch.randn(1, 32000).to(dtype), torch.randn(1024).to(dtype)
+        cases = [("argmax(-1)", "1x32000", lambda: logits.argmax(-1, keepdim=True))]
+        for shape in ((1, 128, 1024), (1, 1, 1024)):
+            x = torch.randn(shape).to(dtype)
+            cases.append(("F.rms_norm", "x".join(map(str, shape)), lambda x=x: F.rms_norm(x, (1024,), w, 1e-6)))
+        dtype_name = str(dtype).replace("torch.", "")
+        for name, shape, fn in cases:
+            def microseconds(who, fn=fn, label=f"{name} {shape} {dtype_name}"):
+                return report.add(f"{label}, {who}", [sec * 1e6 for sec in median_seconds(fn, budget_s=0.5, max_runs=25)],
+                                  "us")
+
+            kernels.unload()
+            stock = microseconds("stock")
+            kernels.load()
+            ours = microseconds("torchplug")
+            rows.append([name, dtype_name, shape, stock.cell, ours.cell, report.record(stock.ratio(ours)).cell])
+    return rows
+
+
 def main():
     cli = parser(__doc__)
     cli.add_argument("--quick", action="store_true",
@@ -307,6 +334,8 @@ def main():
                            f"torchplug default = {speedup.cell} (target >= {MLP_TARGET})", speedup)
     print("\nPortable ops, microseconds (median), plain-torch reference vs torchplug's kernel\n")
     report.table(["op", "dtype", "shape", "torch reference", "torchplug.ops", "speed-up"], op_rows(report))
+    print("\naten ops of a decode step, microseconds (median): torch's kernels (torchplug's withdrawn) vs torchplug's\n")
+    report.table(["op", "dtype", "shape", "stock torch", "torchplug", "speed-up"], decode_op_rows(report))
     return report.finish()
 
 

@@ -2,10 +2,12 @@
 
 The extension (csrc/) defines torchplug_cpu:: ops. `load()` registers them through torchplug's
 dispatcher on the CPU key: as the float16 kernels of aten mm / addmm / bmm / baddbmm (functional,
-out= and in-place forms, so linear and matmul too) and as the fp32 / bf16 / fp16 kernels of the
-four torchplug:: LLM ops (when torchplug.ops is first imported, as defining those ops is not free).
-Every other dtype keeps torch's kernel. `unload()` gives them back. For torch.compile, an
-Inductor pass (inductor.py) points compiled fp16 GEMMs at the same ops.
+out= and in-place forms, so linear and matmul too) and of the flash attention F.sdpa runs; as the
+fp32 / bf16 / fp16 kernels of aten argmax (greedy decoding) and _fused_rms_norm (F.rms_norm), which
+run SIMD row kernels on the common layouts and torch's kernel on the rest; and as the fp32 / bf16 /
+fp16 kernels of the four torchplug:: LLM ops (when torchplug.ops is first imported, as defining
+those ops is not free). Every other dtype keeps torch's kernel. `unload()` gives them back. For
+torch.compile, an Inductor pass (inductor.py) points compiled fp16 GEMMs at the same ops.
 
 At autoload the backend calls `load(build=False)`: compiling takes minutes and must never happen
 inside ``import torch``, so only a cached build is used there; `torchplug build cpu` (or `torchplug
@@ -49,6 +51,13 @@ GEMM_OPS = ("mm", "mm.out", "bmm", "bmm.out", "addmm", "addmm.out", "addmm_", "b
 # Its C++ has a kernel for each portable op but the backward ones, which keep torchplug's reference.
 LLM_OPS = tuple(op for op in KERNEL_OPS if not op.endswith("_backward"))
 LLM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
+# Ops of a decode step outside the GEMMs (csrc/argmax_ops.cpp, llm_ops.cpp), for LLM_DTYPES.
+DECODE_OPS = ("argmax", "argmax.out", "_fused_rms_norm")
+# Of those, the ops torch's CPU runs as a composite that autograd differentiates through its parts.
+# A CPU kernel would switch AutogradCPU to the op's own derivative, which has no CPU kernel, so
+# AutogradCPU is routed too, to a kernel that runs the composite where autograd has work. It is
+# routed first, while the composite is still the kernel the dtype split keeps for other dtypes.
+COMPOSITE_OPS = ("_fused_rms_norm",)
 
 _lock = threading.RLock()
 _extension: ModuleType | None = None
@@ -97,6 +106,9 @@ def load(build: bool = True) -> ModuleType | None:
         dtypes = (torch.float16,) if _fp32[0] == "stock" else (torch.float16, torch.float32)
         _registrations.extend(_register("aten", op, dtypes) for op in GEMM_OPS)
         _registrations.extend(_register("aten", op, (torch.float16,)) for op in ATTENTION_OPS)
+        for op in COMPOSITE_OPS:
+            _route_autograd(op, f"torchplug_cpu::{op}")
+        _registrations.extend(_register("aten", op, LLM_DTYPES) for op in DECODE_OPS)
         when_torchplug_ops_defined(_register_llm_ops)
         from .inductor import install_when_inductor_loads
 
@@ -147,6 +159,9 @@ def unload() -> None:
     from torchplug.dispatcher import unregister
 
     with _lock:
+        if _registrations:
+            for op in COMPOSITE_OPS:
+                _route_autograd(op, "")  # "": torch's composite again
         while _registrations:
             unregister(_registrations.pop())
 
@@ -162,6 +177,12 @@ def _register(namespace: str, op: str, dtypes: tuple[torch.dtype, ...]):
     name, _, overload = op.partition(".")
     ours = getattr(getattr(torch.ops.torchplug_cpu, name), overload or "default")
     return register(f"{namespace}::{op}", "cpu", ours, dtypes=dtypes)
+
+
+def _route_autograd(op: str, kernel_op: str) -> None:
+    from torchplug.dispatcher import native
+
+    native.extension().route(f"aten::{op}", "AutogradCPU", list(LLM_DTYPES), kernel_op)
 
 
 def current_isa() -> str:

@@ -10,6 +10,16 @@
 
 namespace torchplug_cpu {
 
+// The kernel tables' index of a dtype; nullopt for the dtypes they have no kernels for.
+inline std::optional<Dtype> kernel_dtype(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return kF32;
+    case at::kBFloat16: return kBF16;
+    case at::kHalf: return kF16;
+    default: return std::nullopt;
+  }
+}
+
 // isa_select.cpp: which kernel table runs. Default: the best this CPU supports.
 const IsaKernels& active_kernels();
 std::vector<std::string> known_isas();      // best first
@@ -41,5 +51,9 @@ uint64_t fp32_gemm_calls();
 bool fp32_route_skinny();
 void set_fp32_route_skinny(bool skinny);
 std::string cpu_vendor();  // CPUID's vendor string, e.g. "AuthenticAMD", "GenuineIntel"
+
+// Calls that reached the kernels of aten's argmax (argmax_ops.cpp) and _fused_rms_norm (llm_ops.cpp).
+uint64_t argmax_calls();
+uint64_t fused_rms_norm_calls();
 
 }  // namespace torchplug_cpu

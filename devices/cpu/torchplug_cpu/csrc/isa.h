@@ -64,7 +64,8 @@ struct IsaKernels {
   void (*gemm_tasks)(const GemmProblem&, const GemmTiling&, int64_t begin, int64_t end, float* scratch);
   void (*gemv_tasks)(const GemmProblem&, const GemmTiling&, int64_t begin, int64_t end, float* scratch);  // m <= 4
 
-  using RmsNorm = void (*)(const void* x, int64_t x_rs, void* out, int64_t out_rs, const void* w,
+  // w may be null (no weight); rstd (one float per row, the 1 / rms it scaled by) may be null.
+  using RmsNorm = void (*)(const void* x, int64_t x_rs, void* out, int64_t out_rs, const void* w, float* rstd,
                            int64_t rows, int64_t hidden, float eps);
   using FusedAddRmsNorm = void (*)(void* x, int64_t x_rs, void* residual, int64_t r_rs, const void* w,
                                    int64_t rows, int64_t hidden, float eps);
@@ -89,6 +90,9 @@ struct IsaKernels {
   Rotary rotary[kNumDtypes][2];
   Attend attend_fp16;  // float16 only: fp32 and bf16 keep torch's kernel
   AttendRows attend_rows_fp16;
+  // out[r] = the index of the maximum of row r (n >= 1 elements), with torch's argmax rules.
+  using Argmax = void (*)(const void* x, int64_t x_rs, int64_t rows, int64_t n, int64_t* out);
+  Argmax argmax[kNumDtypes];
 };
 
 // Scratch of AttendRows over S keys of head_dim D: K and V as the GEMM's B panels, then MR rows

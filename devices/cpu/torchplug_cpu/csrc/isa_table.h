@@ -33,6 +33,7 @@ constexpr IsaKernels kernels_for(const char* name) {
        {&R::template rotary<fp16_t, fp16_t>, &R::template rotary<fp16_t, float>}},
       &R::template attend<fp16_t>,
       &R::template attend_rows<fp16_t>,
+      {&R::template argmax<float>, &R::template argmax<bf16_t>, &R::template argmax<fp16_t>},
   };
 }
 }  // namespace torchplug_cpu::TP_ISA

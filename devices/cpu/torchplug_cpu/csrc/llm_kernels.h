@@ -1,7 +1,7 @@
-// The four portable LLM ops as row kernels, written once and instantiated per ISA (`I`) and
-// storage type (T: float, bf16_t, fp16_t; weight / cos / sin either T or float). Everything is
-// computed in fp32 and rounded once on store, which is what torchplug.ops' reference does.
-// Included inside namespace torchplug_cpu::TP_ISA (see isa_table.h).
+// The four portable LLM ops, decode attention and argmax as row kernels, written once and
+// instantiated per ISA (`I`) and storage type (T: float, bf16_t, fp16_t; weight / cos / sin either
+// T or float). Everything is computed in fp32 and rounded once on store, which is what
+// torchplug.ops' reference does. Included inside namespace torchplug_cpu::TP_ISA (see isa_table.h).
 #pragma once
 
 template <class I>
@@ -49,23 +49,31 @@ struct Rows {
     return I::reduce_add(I::add(s0, s1));
   }
 
-  // out = x * inv_rms * w, in the reference's order of operations.
+  // out = x * inv_rms * w (x * inv_rms where w is null), in the reference's order of operations.
   template <class T, class Wt> static void scale_row(const T* x, const Wt* w, float inv_rms, T* out, int64_t n) {
     const V inv = I::set1(inv_rms);
     int64_t j = 0;
-    for (; j + W <= n; j += W) I::store(out + j, I::mul(I::mul(I::load(x + j), inv), I::load(w + j)));
-    if (j < n) store_n(out + j, I::mul(I::mul(load_n(x + j, n - j), inv), load_n(w + j, n - j)), n - j);
+    for (; j + W <= n; j += W) {
+      const V y = I::mul(I::load(x + j), inv);
+      I::store(out + j, w ? I::mul(y, I::load(w + j)) : y);
+    }
+    if (j < n) {
+      const V y = I::mul(load_n(x + j, n - j), inv);
+      store_n(out + j, w ? I::mul(y, load_n(w + j, n - j)) : y, n - j);
+    }
   }
 
   static float inv_rms(float sum_sq, int64_t n, float eps) { return 1.f / std::sqrt(sum_sq / static_cast<float>(n) + eps); }
 
   template <class T, class Wt>
-  static void rms_norm(const void* x_, int64_t x_rs, void* out_, int64_t out_rs, const void* w_, int64_t rows,
-                       int64_t hidden, float eps) {
+  static void rms_norm(const void* x_, int64_t x_rs, void* out_, int64_t out_rs, const void* w_, float* rstd,
+                       int64_t rows, int64_t hidden, float eps) {
     const Wt* w = static_cast<const Wt*>(w_);
     for (int64_t r = 0; r < rows; ++r) {
       const T* x = static_cast<const T*>(x_) + r * x_rs;
-      scale_row(x, w, inv_rms(sum_squares(x, hidden), hidden, eps), static_cast<T*>(out_) + r * out_rs, hidden);
+      const float inv = inv_rms(sum_squares(x, hidden), hidden, eps);
+      if (rstd) rstd[r] = inv;
+      scale_row(x, w, inv, static_cast<T*>(out_) + r * out_rs, hidden);
     }
   }
 
@@ -299,10 +307,7 @@ struct Rows {
       I::store(scores + s, x);
       vmx = I::max(vmx, x);
     }
-    alignas(64) float lanes[W];
-    I::store(lanes, vmx);
-    float mx = neg_inf;
-    for (float x : lanes) mx = x > mx ? x : mx;
+    float mx = I::reduce_max(vmx);
     for (; s < n; ++s) {
       scores[s] = ml ? scores[s] + ml[s] : scores[s];
       mx = scores[s] > mx ? scores[s] : mx;
@@ -329,5 +334,46 @@ struct Rows {
     std::fill(scores + n, scores + len, 0.f);
     *lse = mx + std::log(sum);
     return 1.f / sum;
+  }
+
+  // argmax's row tail: the missing lanes repeat the tail's first element, which changes neither
+  // the maximum nor where it first occurs (zeros could be a new maximum).
+  template <class T> static V load_n_repeat(const T* p, int64_t n) {
+    T buf[W];
+    for (int64_t i = 0; i < W; ++i) buf[i] = p[i < n ? i : 0];
+    return I::load(buf);
+  }
+
+  // The index of the maximum of x[0, n), n >= 1, by torch's rules: NaN is greater than any number
+  // (the first NaN wins) and ties go to the first index. Two passes, as a first-index search needs
+  // the maximum first: the maximum and whether any lane saw a NaN, then the first lane equal to
+  // the maximum (or the first NaN). fp16 / bf16 -> fp32 is exact and keeps the order.
+  template <class T> static int64_t argmax_row(const T* x, int64_t n) {
+    constexpr uint32_t all = (uint32_t{1} << W) - 1;
+    auto load = [&](int64_t j) { return j + W <= n ? I::load(x + j) : load_n_repeat(x + j, n - j); };
+    const V lowest = I::set1(-INFINITY);
+    V m[4] = {lowest, lowest, lowest, lowest};  // four chains hide the max latency
+    uint32_t nan = 0;                           // lanes that held a NaN
+    int64_t j = 0;
+    for (; j + 4 * W <= n; j += 4 * W)
+      for (int u = 0; u < 4; ++u) {
+        const V a = I::load(x + j + u * W);
+        m[u] = I::max(a, m[u]);
+        nan |= I::eq_mask(a, a) ^ all;
+      }
+    for (; j < n; j += W) {
+      const V a = load(j);
+      m[0] = I::max(a, m[0]);
+      nan |= I::eq_mask(a, a) ^ all;
+    }
+    const V target = I::set1(I::reduce_max(I::max(I::max(m[0], m[1]), I::max(m[2], m[3]))));
+    for (j = 0;; j += W) {  // ends within the row: the maximum (or a NaN) is in it
+      const V a = load(j);
+      if (const uint32_t hit = nan ? I::eq_mask(a, a) ^ all : I::eq_mask(a, target)) return j + __builtin_ctz(hit);
+    }
+  }
+
+  template <class T> static void argmax(const void* x_, int64_t x_rs, int64_t rows, int64_t n, int64_t* out) {
+    for (int64_t r = 0; r < rows; ++r) out[r] = argmax_row(static_cast<const T*>(x_) + r * x_rs, n);
   }
 };

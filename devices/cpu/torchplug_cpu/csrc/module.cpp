@@ -19,4 +19,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_fp32_route_skinny", &tc::set_fp32_route_skinny, "route only skinny float32 F.linear products to oneDNN",
         py::arg("skinny"));
   m.def("cpu_vendor", &tc::cpu_vendor, "CPUID vendor string");
+  m.def("argmax_calls", &tc::argmax_calls, "calls that reached torchplug's argmax kernel so far");
+  m.def("fused_rms_norm_calls", &tc::fused_rms_norm_calls, "calls that reached torchplug's _fused_rms_norm kernel so far");
 }

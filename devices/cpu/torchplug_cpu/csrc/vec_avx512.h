@@ -39,6 +39,8 @@ struct Avx512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
   }
   static float reduce_add(V v) { return _mm512_reduce_add_ps(v); }
+  static float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
+  static uint32_t eq_mask(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
   static float to_float(fp16_t h) { return half_to_float(h); }
   static fp16_t to_half(float f) { return float_to_half(f); }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {

@@ -32,6 +32,8 @@ struct Avx512Emu {
   static V round(V a) { return {Avx2::round(a.lo), Avx2::round(a.hi)}; }
   static V pow2n(V n) { return {Avx2::pow2n(n.lo), Avx2::pow2n(n.hi)}; }
   static float reduce_add(V v) { return Avx2::reduce_add(Avx2::add(v.lo, v.hi)); }
+  static float reduce_max(V v) { return Avx2::reduce_max(Avx2::max(v.lo, v.hi)); }
+  static uint32_t eq_mask(V a, V b) { return Avx2::eq_mask(a.lo, b.lo) | Avx2::eq_mask(a.hi, b.hi) << 8; }
   static float to_float(fp16_t h) { return half_to_float(h); }
   static fp16_t to_half(float f) { return float_to_half(f); }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {

@@ -37,6 +37,8 @@ struct Scalar {
     return f;
   }
   static float reduce_add(V v) { return v; }
+  static float reduce_max(V v) { return v; }
+  static uint32_t eq_mask(V a, V b) { return a == b; }
   static float to_float(fp16_t h) { return load(&h); }
   static fp16_t to_half(float f) { fp16_t h; store(&h, f); return h; }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {
