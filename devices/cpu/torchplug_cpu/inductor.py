@@ -17,9 +17,11 @@ Importing Inductor costs over a second, so the pass is installed when Inductor's
 first imported, not inside ``import torch``. Passes the user set before are kept and run first.
 """
 
+import hashlib
 import operator
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -28,6 +30,8 @@ import torch
 from torchplug.codegen.imports import after_import
 
 _CONFIG = "torch._inductor.config"
+# In the pass's cache key: a graph cached by an older version of this file is never reused.
+_SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
 _lock = threading.Lock()
 _kernels_loaded: Callable[[], bool] | None = None  # kernels.loaded: whether the GEMM ops are registered now
@@ -55,7 +59,7 @@ def _install(config: ModuleType) -> None:
         def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
             from torch._inductor.virtualized import V
 
-            return ("torchplug-cpu-fp16-gemm", 3, _kernels_loaded(), V.aot_compilation)
+            return ("torchplug-cpu-fp16-gemm", _SOURCE_HASH, _kernels_loaded(), V.aot_compilation)
 
     _register_fake_kernels()
     # Inductor runs a list of post-grad passes in order: any the user set stay, unchanged, first.
