@@ -5,8 +5,8 @@
 torchplug-cpu routes float32 GEMMs to oneDNN where MKL is the slower one (TORCHPLUG_CPU_FP32=auto:
 AMD CPUs with AVX-512). In this one process, each round times F.linear with torchplug's kernels
 unregistered (torch's MKL), oneDNN's linear called directly (torch.ops.mkldnn._linear_pointwise),
-and F.linear with torchplug's kernels registered (whatever its route chose; printed), one call
-each, in turn. Figures are medians over rounds; a figure whose rounds scatter by more than 1.3x
+and F.linear with torchplug's kernels registered (whatever its route chose; printed), in turn;
+each sample is the mean of as many calls in a row as fill about 25 ms. Figures are medians over rounds; a figure whose rounds scatter by more than 1.3x
 (max/min) is marked ~.
 Verdict (exit status 1 if it fails): torchplug's F.linear >= 0.95x the faster of MKL and oneDNN at
 1024x1024x1024 and 64x4096x4096.
@@ -25,10 +25,15 @@ TARGET_SHAPES = [(1024, 1024, 1024), (64, 4096, 4096)]
 TARGET = 0.95
 
 
-def seconds(fn) -> float:
+SAMPLE_SECONDS = 0.025  # each sample repeats a call this long: one 5 ms call scattered 0.87-1.20x
+
+
+def seconds(fn, calls: int = 1) -> float:
+    """Seconds per call over `calls` calls in a row."""
     start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
 
 
 def main() -> int:
@@ -47,12 +52,14 @@ def main() -> int:
                    "oneDNN": (False, lambda: torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")),
                    "torchplug": (True, lambda: F.linear(x, w))}
         samples = {name: [] for name in engines}
+        engines["oneDNN"][1]()  # a first call allocates; the second sizes the samples
+        calls = max(1, round(SAMPLE_SECONDS / seconds(engines["oneDNN"][1])))
         for round_ in range(args.rounds + 1):  # the first round warms up
             for name, (registered, fn) in engines.items():
                 if registered != kernels.loaded():
                     kernels.load() if registered else kernels.unload()
                     fn()  # the first call after (un)registering pays a few ms of dispatcher set-up
-                took = seconds(fn)
+                took = seconds(fn, calls)
                 if round_:
                     samples[name].append(2 * m * n * k / took / 1e9)
         kernels.load()
