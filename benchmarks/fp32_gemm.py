@@ -5,9 +5,10 @@
 torchplug-cpu routes float32 GEMMs to oneDNN where MKL is the slower one (TORCHPLUG_CPU_FP32=auto:
 AMD CPUs with AVX-512). In this one process, each round times F.linear with torchplug's kernels
 unregistered (torch's MKL), oneDNN's linear called directly (torch.ops.mkldnn._linear_pointwise),
-and F.linear with torchplug's kernels registered (whatever its route chose; printed), in turn;
-each sample is the mean of as many calls in a row as fill about 25 ms. Figures are medians over rounds; a figure whose rounds scatter by more than 1.3x
-(max/min) is marked ~.
+and F.linear with torchplug's kernels registered (whatever its route chose; printed), in turn,
+each round starting one engine later. A sample is the mean of as many calls in a row as fill about
+25 ms, after an untimed one whenever the kernels were just (un)registered. Figures are medians
+over rounds; a figure whose rounds scatter by more than 1.3x (max/min) is marked ~.
 Verdict (exit status 1 if it fails): torchplug's F.linear >= 0.95x the faster of MKL and oneDNN at
 1024x1024x1024 and 64x4096x4096.
 """
@@ -54,11 +55,16 @@ def main() -> int:
         samples = {name: [] for name in engines}
         engines["oneDNN"][1]()  # a first call allocates; the second sizes the samples
         calls = max(1, round(SAMPLE_SECONDS / seconds(engines["oneDNN"][1])))
+        names = list(engines)
         for round_ in range(args.rounds + 1):  # the first round warms up
-            for name, (registered, fn) in engines.items():
+            # Each round starts one engine later, so none always runs in another's wake.
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                registered, fn = engines[name]
                 if registered != kernels.loaded():
                     kernels.load() if registered else kernels.unload()
-                    fn()  # the first call after (un)registering pays a few ms of dispatcher set-up
+                    # Untimed: the first calls after (un)registering pay the dispatcher's set-up, and
+                    # the next two fault a fresh 4 MB output in (1024 page faults, +0.8 ms each).
+                    seconds(fn, calls)
                 took = seconds(fn, calls)
                 if round_:
                     samples[name].append(2 * m * n * k / took / 1e9)
