@@ -74,11 +74,13 @@ CASES = """
     strided_out = torch.empty(45, 37).t()
     check("mm non-contiguous out=", lambda: torch.mm(a, b, out=strided_out), ref(a, b))
     check("mm empty k", lambda: torch.mm(r(3, 0), r(0, 4)), ref(r(3, 0), r(0, 4)))
+    check("mm one row", lambda: torch.mm(a[:1], b), ref(a[:1], b))
+    # One row by a weight's transpose (decode's GEMV): oneDNN's linear on the full route only.
     check("linear one row", lambda: F.linear(a[:1], w), ref(a[:1], w.t()))
     print(json.dumps({"errors": errors, "routed": routed, "status": kernels.fp32_status()}))
 """
 
-NOT_OURS = ("mm non-contiguous out=", "mm empty k", "linear one row")
+NOT_OURS = ("mm non-contiguous out=", "mm empty k", "mm one row")
 SKINNY = ("skinny linear", "skinny mm out= by a weight")
 AMD = kernels.extension().cpu_vendor() == "AuthenticAMD"
 

@@ -35,19 +35,26 @@ bool plain(const Tensor& t, at::ScalarType dtype) {
 constexpr int64_t kSkinnyMaxRows = 256;
 constexpr int64_t kSkinnyColumnsPerRow = 16;
 
+// A 2-D product by a weight's transpose (what F.linear makes): oneDNN's linear takes it as it lies.
+bool by_weight(const Tensor& self, const Tensor& mat2) {
+  return self.dim() == 2 && mat2.stride(0) == 1 && mat2.stride(1) == mat2.size(0);
+}
+
 bool skinny_linear(const Tensor& self, const Tensor& mat2) {
-  return self.dim() == 2 && mat2.stride(0) == 1 && mat2.stride(1) == mat2.size(0) &&
-         self.size(0) <= kSkinnyMaxRows && self.size(0) * kSkinnyColumnsPerRow <= mat2.size(1);
+  return by_weight(self, mat2) && self.size(0) <= kSkinnyMaxRows && self.size(0) * kSkinnyColumnsPerRow <= mat2.size(1);
 }
 
 // True when (self) @ (mat2) is a float16 or float32 product torch would accept: [b,] m x k @
-// [b,] k x n. float32 needs m > 1 (MKL's GEMV held up far better than oneDNN's on a loaded
-// machine: 9.4 against 1.7-3.0 GFLOP/s at 1 x 4096 x 4096), no k or n zero (oneDNN refuses), and
-// on the skinny route (fp32_route_skinny) a skinny F.linear product.
+// [b,] k x n. float32 needs no k or n zero (oneDNN refuses), and on the skinny route
+// (fp32_route_skinny) a skinny F.linear product of 2 rows or more. A single row (decode's GEMV) is
+// ours only by a weight's transpose on the full route: there oneDNN's linear ran 1.6-2.5x MKL's
+// GEMV at 1 x 4096 x 4096 on a quiet Zen 5 (MKL's ran on one thread) and matched it with the
+// other core busy; by any other layout oneDNN's matmul would reorder the weight on every call.
 bool ours(const Tensor& self, const Tensor& mat2, int64_t dim) {
   const auto dtype = self.scalar_type();
-  const bool fp32 = dtype == at::kFloat && self.dim() == dim && self.size(-2) > 1 && self.numel() && mat2.numel() &&
-                    (!fp32_route_skinny() || skinny_linear(self, mat2));
+  const bool rows = self.dim() == dim && self.size(-2) > 1;
+  const bool fp32 = dtype == at::kFloat && self.dim() == dim && self.numel() && mat2.numel() &&
+                    (fp32_route_skinny() ? rows && skinny_linear(self, mat2) : rows || by_weight(self, mat2));
   return (dtype == at::kHalf || fp32) && plain(self, dtype) && plain(mat2, dtype) && self.dim() == dim &&
          mat2.dim() == dim && self.size(-1) == mat2.size(-2) && (dim == 2 || self.size(0) == mat2.size(0));
 }
