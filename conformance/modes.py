@@ -32,6 +32,15 @@ def _judge(entry: OpEntry, actual: Any, expected: Any, float64: Callable[[], Any
     return compare(got, want, None if float64 is None else lambda: outputs(float64()))
 
 
+def _float64(call: Callable[..., Any], args: Any, kwargs: dict, target: Target) -> Callable[[], Any]:
+    """The op on float64 copies of the inputs, with the reference kernels: the arbiter of a result
+    that differs from the CPU's by rounding alone (a GEMM that sums in another order)."""
+    def run() -> Any:
+        with target.reference():
+            return call(*widen(args), **widen(kwargs))
+    return run
+
+
 def _run_forward(entry: OpEntry, sample: Any, target: Target, device_op: Callable[..., Any] | None = None,
                  layout: Callable[[Any], Any] = lambda x: x, signed_zeros: bool = False) -> Verdict:
     """The device runs `device_op` (default: the op itself); the CPU and float64 run the op eagerly.
@@ -46,10 +55,7 @@ def _run_forward(entry: OpEntry, sample: Any, target: Target, device_op: Callabl
     if wrong_device := misplaced(actual, target):
         return Verdict(False, wrong_device)
 
-    def float64() -> Any:
-        with target.reference():
-            return call(*widen(args), **widen(kwargs))
-    verdict = _judge(entry, actual, expected, float64)
+    verdict = _judge(entry, actual, expected, _float64(call, args, kwargs, target))
     if verdict.ok and signed_zeros and (flipped := zero_signs(outputs(host(actual)), outputs(expected))):
         return Verdict(False, flipped)
     return verdict
@@ -163,7 +169,7 @@ def out(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     # Ops whose out= form returns nothing on the CPU (split_with_sizes_copy, ...) may return nothing here.
     if cpu_returned is not None and not all(r is w for r, w in zip(outputs(returned), written)):
         return Verdict(False, "the op did not return the out= tensors it was given")
-    verdict = _judge(entry, written, leaves, None)
+    verdict = _judge(entry, written, leaves, _float64(entry.op, args, kwargs, target))
     if (verdict.ok and target.device.type != "cpu" and has_tensor(args) and "device" not in kwargs
             and not entry.out_copies):
         wrong = buffers(torch.device("cpu"))

@@ -212,6 +212,46 @@ def test_the_out_mode_skips_an_op_whose_cpu_out_disagrees_with_the_cpu_itself():
         out(entry, entry.samples(torch.float32)[0], Target("cpu", torch.device("cpu")))
 
 
+def test_the_out_mode_arbitrates_a_rounding_difference_with_float64():
+    """A device whose out= result differs from the CPU's by summation order alone (as a GEMM on
+    another library does) passes when it is closer to float64; a wrong result still fails."""
+    import contextlib
+
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from torchplug.conformance.modes import Target, out
+    from torchplug.conformance.opinfo import OpEntry
+
+    on_reference = []
+
+    @contextlib.contextmanager
+    def reference():
+        on_reference.append(True)
+        try:
+            yield
+        finally:
+            on_reference.pop()
+
+    def total(x, *, out=None, error=0.0):
+        # The CPU adds one element at a time in the input's dtype (1 + 3e-8 is 1 in float32); the
+        # device sums exactly and rounds once, plus a planted `error`.
+        if on_reference:
+            result = torch.zeros(1, dtype=x.dtype)
+            for value in x:
+                result += value
+        else:
+            result = (x.double().sum() + error).to(x.dtype).reshape(1)
+        return result if out is None else out.copy_(result)
+
+    x = torch.cat([torch.ones(1), torch.full((1000,), 3e-8)])
+    target = Target("cpu", torch.device("cpu"), reference)
+    for error, ok in ((0.0, True), (1e-3, False)):
+        entry = OpEntry("total", lambda x, *, out=None, _e=error: total(x, out=out, error=_e), frozenset({torch.float32}),
+                        frozenset(), True, lambda dtype, grad: [SampleInput(x)])
+        verdict = out(entry, entry.samples(torch.float32)[0], target)
+        assert verdict.ok is ok and verdict.arbitrated, verdict.detail
+
+
 def test_every_report_names_every_status_and_the_groups_come_from_one_place():
     from torchplug.conformance import status
     from torchplug.conformance.report import html, markdown
