@@ -126,6 +126,17 @@ def test_silu_and_mul_extremes(isa, ext):
     torch.testing.assert_close(out[:, :7].double(), expected[:, :7], rtol=1e-6, atol=1e-30)
 
 
+def test_silu_and_mul_saturates_as_torch_does(isa, ext):
+    """Far past exp's range silu is -0 (a very negative gate) or NaN (-inf, as torch's -inf * 0),
+    also when the other half is huge: an exp clamped to the normal floats gave silu(-100) * 3e38 =
+    -181 and silu(-3e38) * 2 = -3.6."""
+    gate = torch.tensor([-float("inf"), -3e38, -200.0, -100.0, -88.8, -88.0, -1.0, 0.0, 88.8, 3e38, float("inf")])
+    for up in (2.0, 3e38, -3e38):
+        x = torch.cat([gate, torch.full_like(gate, up)]).unsqueeze(0)
+        want = F.silu(gate) * up  # torch in float32
+        torch.testing.assert_close(OPS.silu_and_mul(x)[0], want, rtol=1e-5, atol=0.0, equal_nan=True)
+
+
 def rope_exact(x, cos, sin):
     x1, x2 = x.double().chunk(2, dim=-1)
     c, s = cos.double().unsqueeze(1), sin.double().unsqueeze(1)

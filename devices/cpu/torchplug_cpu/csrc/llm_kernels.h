@@ -21,9 +21,12 @@ struct Rows {
     std::memcpy(p, buf, n * sizeof(T));
   }
 
-  // exp(x) in fp32 (Cephes expf: range reduction by ln 2, degree-6 polynomial, ~1 ulp).
+  // exp(x) in fp32 (Cephes expf: range reduction by ln 2, degree-6 polynomial, ~1 ulp). 2^n is
+  // applied as two factors, each a normal float, so the result overflows to inf above ~88.7 and
+  // underflows through the subnormals to 0, as expf does: clamping to the normal range made
+  // silu(-100) = -100 / (1 + exp(88)) = -6e-37 instead of -0, and silu(-inf) -inf, not torch's NaN.
   static V exp(V x) {
-    x = I::min(I::max(x, I::set1(-87.f)), I::set1(88.f));  // 2^n stays a normal float
+    x = I::min(I::max(x, I::set1(-110.f)), I::set1(89.5f));  // n in [-159, 129]: halves in pow2n's range
     const V n = I::round(I::mul(x, I::set1(1.44269504088896341f)));
     V r = I::fma(n, I::set1(-0.693359375f), x);
     r = I::fma(n, I::set1(2.12194440e-4f), r);
@@ -31,7 +34,8 @@ struct Rows {
     V y = I::set1(1.9875691500e-4f);
     for (float c : poly) y = I::fma(y, r, I::set1(c));
     y = I::fma(y, I::mul(r, r), I::add(r, I::set1(1.f)));
-    return I::mul(y, I::pow2n(n));
+    const V half = I::round(I::mul(n, I::set1(0.5f)));
+    return I::mul(I::mul(y, I::pow2n(half)), I::pow2n(I::sub(n, half)));
   }
 
   template <class T> static float sum_squares(const T* x, int64_t n) {
@@ -326,8 +330,8 @@ struct Rows {
     }
     float sum = I::reduce_add(vsum);
     for (; s < n; ++s) sum += scores[s] = std::exp(scores[s] - mx);
-    // A masked key's vector exp is ~1e-38 (exp clamps its argument), which the sum (>= 1) cannot
-    // see; its probability is set to exactly 0.
+    // A masked key's exp is 0 already, unless its score was inf or NaN (score + mask is NaN then):
+    // its probability is exactly 0 whatever the score.
     if (ml)
       for (s = 0; s < n; ++s)
         if (ml[s] == neg_inf) scores[s] = 0.f;
