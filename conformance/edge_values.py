@@ -1,9 +1,10 @@
 """Edge variants of a sample, for the `edge` mode: the values and shapes where kernels go wrong.
 
-  edge values   every floating input filled with +0, -0, +inf, -inf, NaN, the smallest subnormal,
-                the largest finite value, and ±1 (repeated over its elements, in this order)
-  empty input   the first input with its first dimension cut to 0
-  0-dim input   the first input's first element as a 0-dim tensor
+  edge values   every floating strided input filled with +0, -0, +inf, -inf, NaN, the smallest
+                subnormal, the largest finite value, and ±1 (repeated over its elements, in this
+                order); sparse inputs keep their values
+  empty input   the first input with its first dimension cut to 0 (a strided one)
+  0-dim input   the first input's first element as a 0-dim tensor (a strided one)
 
 Variants are built on the CPU, in the sample's own dtype, so the device, the CPU and the float64
 reference all see the same numbers.
@@ -23,8 +24,13 @@ def _edge_values(dtype: torch.dtype) -> list[float]:
     return [0.0, -0.0, math.inf, -math.inf, math.nan, info.smallest_normal * info.eps, info.max, 1.0, -1.0]
 
 
+def _fillable(t: Any) -> bool:
+    """A floating strided tensor with elements (a sparse tensor's values cannot be copied into as a whole)."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.layout == torch.strided and t.numel() > 0
+
+
 def _fill(t: Any) -> Any:
-    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+    if not _fillable(t):
         return t
     pattern = torch.tensor(_edge_values(t.dtype), dtype=t.dtype)
     values = pattern.repeat(t.numel() // len(pattern) + 1)[:t.numel()].reshape(t.shape)
@@ -36,10 +42,10 @@ def edge_variants(sample: Any, fixed_shape: bool = False) -> Iterator[tuple[str,
     `fixed_shape`, no shape variants: an op that writes its first input (resize_) leaves undefined values
     in the memory it grows, and an internal kernel (a backward's grad_output) trusts its caller for the shape."""
     first = sample.input
-    if any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() for t in outputs(
-            [first, sample.args, sample.kwargs])):
+    if any(_fillable(t) for t in outputs([first, sample.args, sample.kwargs])):
         yield "edge values", sample.transform(_fill)
-    if isinstance(first, torch.Tensor) and first.dim() >= 1 and first.numel() > 0 and not fixed_shape:
+    if (isinstance(first, torch.Tensor) and first.layout == torch.strided and first.dim() >= 1 and first.numel() > 0
+            and not fixed_shape):
         yield "empty input", _with_input(sample, first.detach()[:0].clone())
         yield "0-dim input", _with_input(sample, first.detach().reshape(-1)[0].clone())
 
