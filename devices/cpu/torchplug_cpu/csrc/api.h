@@ -41,8 +41,10 @@ std::optional<std::vector<at::Tensor>> fp16_gemm_group(const at::Tensor& a, at::
 // fp32_gemm.cpp: the same contract in float32, on oneDNN (c contiguous; b, cin as above).
 void fp32_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta);
-// The 2-D case where b is a weight's transpose, returning oneDNN's own result (no copy into a c);
-// nullopt for other layouts. bias as in addmm (read only when beta != 0).
+// A 2-D a by a weight's transpose b (what F.linear makes): oneDNN's linear takes b as it lies.
+bool by_weight(const at::Tensor& a, const at::Tensor& b);
+// The by_weight case, returning oneDNN's own result (no copy into a c); nullopt for other
+// layouts. bias as in addmm (read only when beta != 0).
 std::optional<at::Tensor> fp32_linear(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, float alpha,
                                       float beta);
 uint64_t fp32_gemm_calls();

@@ -42,9 +42,13 @@ at::Tensor onednn_linear(const at::Tensor& a, const at::Tensor& w, const std::op
 
 }  // namespace
 
+bool by_weight(const at::Tensor& a, const at::Tensor& b) {
+  return a.dim() == 2 && b.stride(0) == 1 && b.stride(1) == b.size(0);
+}
+
 std::optional<at::Tensor> fp32_linear(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, float alpha,
                                       float beta) {
-  if (a.dim() != 2 || b.stride(0) != 1 || b.stride(1) != b.size(0)) return std::nullopt;
+  if (!by_weight(a, b)) return std::nullopt;
   fp32_onednn_calls.fetch_add(1, std::memory_order_relaxed);
   // oneDNN adds a bias row itself; any other bias (a matrix, a scale) is added afterwards.
   const bool fused = beta == 1.f && alpha == 1.f && bias.defined() && bias.dim() == 1 && bias.size(0) == b.size(1) &&

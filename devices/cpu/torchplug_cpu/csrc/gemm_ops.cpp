@@ -35,11 +35,6 @@ bool plain(const Tensor& t, at::ScalarType dtype) {
 constexpr int64_t kSkinnyMaxRows = 256;
 constexpr int64_t kSkinnyColumnsPerRow = 16;
 
-// A 2-D product by a weight's transpose (what F.linear makes): oneDNN's linear takes it as it lies.
-bool by_weight(const Tensor& self, const Tensor& mat2) {
-  return self.dim() == 2 && mat2.stride(0) == 1 && mat2.stride(1) == mat2.size(0);
-}
-
 bool skinny_linear(const Tensor& self, const Tensor& mat2) {
   return by_weight(self, mat2) && self.size(0) <= kSkinnyMaxRows && self.size(0) * kSkinnyColumnsPerRow <= mat2.size(1);
 }
@@ -52,8 +47,8 @@ bool skinny_linear(const Tensor& self, const Tensor& mat2) {
 // other core busy; by any other layout oneDNN's matmul would reorder the weight on every call.
 bool ours(const Tensor& self, const Tensor& mat2, int64_t dim) {
   const auto dtype = self.scalar_type();
-  const bool rows = self.dim() == dim && self.size(-2) > 1;
-  const bool fp32 = dtype == at::kFloat && self.dim() == dim && self.numel() && mat2.numel() &&
+  const bool rows = self.dim() == dim && self.size(-2) > 1;  // dim() first: size(-2) of a 1-D tensor throws
+  const bool fp32 = dtype == at::kFloat && self.numel() && mat2.numel() &&
                     (fp32_route_skinny() ? rows && skinny_linear(self, mat2) : rows || by_weight(self, mat2));
   return (dtype == at::kHalf || fp32) && plain(self, dtype) && plain(mat2, dtype) && self.dim() == dim &&
          mat2.dim() == dim && self.size(-1) == mat2.size(-2) && (dim == 2 || self.size(0) == mat2.size(0));
