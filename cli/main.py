@@ -26,7 +26,7 @@ class Row:
     reason: str
     codegen: str  # the torch.compile target, e.g. "inductor: host-cpp (emulated)"
     collectives: str  # the torch.distributed backend for the device, e.g. "nccl"
-    fix: str
+    fix: str  # for a plugin that did not load, or a device that is unavailable: what to do
     traceback: str
     load_ms: float
 
@@ -39,14 +39,14 @@ def plugin_rows() -> list[Row]:
 
     rows = []
     for record in records():
-        mode, reason, codegen, collectives = "-", record.reason, "-", "-"
+        mode, reason, codegen, collectives, fix = "-", record.reason, "-", "-", record.fix
         if record.backend is not None:
             status = record.backend.status()
-            mode, reason = status.mode, status.reason
+            mode, reason, fix = status.mode, status.reason, fix or status.fix
             codegen = codegen_status(record.backend)
             collectives = collective_backend(record.backend.spec.device_type, mode)
         rows.append(Row(record.name, record.distribution, record.version, mode, record.status,
-                        reason, codegen, collectives, record.fix, record.traceback, round(record.load_ms, 3)))
+                        reason, codegen, collectives, fix, record.traceback, round(record.load_ms, 3)))
     return rows
 
 
@@ -140,7 +140,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if args.devices and verdict == "SKIP":  # a device asked for by name must work
             verdict = "FAIL"
             if row.mode == "unavailable":
-                detail += f"; {_emulation_hint(name, rows)}"
+                detail += f"; {row.fix or _emulation_hint(name, rows)}"
         results.append({"name": name, "mode": row.mode, "result": verdict, "detail": detail})
     failed = any(r["result"] == "FAIL" for r in results)
     checked = any(r["result"] != "SKIP" for r in results)

@@ -24,8 +24,8 @@ def open_target(name: str) -> tuple[Target, dict[str, Any]]:
     backend = find_backend(name)
     status = backend.status()
     if status.mode == "unavailable":
-        hint = f"; to check the emulated device: TORCHPLUG_EMULATE={name} torchplug check {name}"
-        raise RuntimeError(f"backend '{name}' is unavailable here: {status.reason}{hint}")
+        fix = status.fix or f"to check the emulated device: TORCHPLUG_EMULATE={name} torchplug check {name}"
+        raise RuntimeError(f"backend '{name}' is unavailable here: {status.reason}; {fix}")
     device = backend.device()
     on_cpu = device.type == "cpu"
     target = Target(name, device, backend.reference_context, _compile_reason(backend), frozenset(backend.spec.dtypes))

@@ -26,7 +26,9 @@ def emulated_types() -> dict[str, str]:
 def serve(device_type: str, dispatch_key: str, native: str | None = None) -> None:
     """Make torch.distributed's usual backend names work on the emulated `device_type`: torchplug's,
     and `native`, the collective library torch uses for the device natively (its profile's)."""
-    if not dist.is_available() or _has_native_backend(native):
+    # `device_type` is emulated: even a build with the real library (NCCL in a CUDA build) cannot
+    # drive it, so the emulated route serves the library's name there too.
+    if not dist.is_available():
         return
     from . import backend, groups
 

@@ -18,14 +18,17 @@ _SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
 
 
 _lock = threading.Lock()
-_declined: dict[str, str] = {}  # backend name -> why TORCHPLUG_EMULATE was not honoured
+_forced_over_hardware: set[str] = set()  # backend names emulated by TORCHPLUG_EMULATE_FORCE although hardware answered
+_declined: dict[str, tuple[str, str]] = {}  # backend name -> (why TORCHPLUG_EMULATE was not honoured, the fix)
 
 
 def _build_has_runtime(device_type: str) -> str | None:
-    """Why torch's own runtime for `device_type` rules emulation out, or None."""
-    if device_type == "cuda" and (torch.version.cuda or torch.version.hip):
-        kind = "ROCm" if torch.version.hip else "CUDA"
-        return f"torch {torch.__version__} was built with {kind}, whose kernels would shadow the emulator"
+    """Why torch's own runtime for `device_type` rules emulation out, or None.
+
+    A CUDA or ROCm build is no obstacle: where it sees no GPU, the runtime takes its CUDA kernels,
+    hooks, device guard and bindings over (csrc/native_kernels.cpp, cuda_bindings.py). XPU and MPS
+    builds are not installable here to prove the same, so they keep their runtime.
+    """
     if device_type == "xpu" and torch.xpu._is_compiled():
         return f"torch {torch.__version__} was built with XPU, whose kernels would shadow the emulator"
     if device_type == "mps" and torch.backends.mps.is_built():
@@ -48,8 +51,8 @@ def _report_unreadable_settings(err: EmulationConfigError) -> None:
         warn(f"torchplug: {err}; emulation of {', '.join(requested_names())} is off. Fix: {err.fix}")
 
 
-def _decline(name: str, reason: str) -> None:
-    _declined[name] = reason
+def _decline(name: str, reason: str, fix: str) -> None:
+    _declined[name] = (reason, fix)
 
 
 def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None:
@@ -72,29 +75,30 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         raise
     with _lock:
         if spec.device_type == "cpu":
-            _decline(name, "the cpu backend always runs natively; there is nothing to emulate")
+            _decline(name, "the cpu backend always runs natively; there is nothing to emulate",
+                     "leave cpu out of TORCHPLUG_EMULATE")
             return None
         if all(config.requested(n) for n in _SHARED_CUDA) and name in _SHARED_CUDA:
-            _decline(
-                name,
-                "TORCHPLUG_EMULATE lists both 'cuda' and 'rocm', which share torch's one 'cuda' device type; "
-                "list only one of them",
-            )
+            _decline(name, "TORCHPLUG_EMULATE lists both 'cuda' and 'rocm', which share torch's one 'cuda' device type",
+                     "list only one of them")
             from .hooks import refuse_device
 
-            refuse_device(spec.device_type, _declined[name])
+            refuse_device(spec.device_type, "; ".join(_declined[name]))
             return None
         unsound = _build_has_runtime(spec.device_type)
         if unsound:
             release = torch.__version__.split("+")[0]
-            _decline(name, f"{unsound}; emulation needs a torch build without it, the CPU wheel: "
-                           f"pip install torch=={release} --index-url https://download.pytorch.org/whl/cpu")
+            _decline(name, f"{unsound}; emulation needs a torch build without it",
+                     f"install the CPU wheel: pip install torch=={release} --index-url https://download.pytorch.org/whl/cpu")
             return None
-        if not config.forced(name) and _native_works(backend):
-            _decline(name, "real hardware is present and native wins; set TORCHPLUG_EMULATE_FORCE=1 to emulate anyway")
+        hardware = _native_works(backend)
+        if hardware and not config.forced(name):
+            _decline(name, "real hardware is present and native wins",
+                     f"use the hardware without TORCHPLUG_EMULATE, or set TORCHPLUG_EMULATE_FORCE={name} to emulate anyway")
             return None
         if (other := attached().get(spec.device_type)) is not None:
-            _decline(name, f"backend {other.backend!r} already emulates the {spec.device_type!r} device type")
+            _decline(name, f"backend {other.backend!r} already emulates the {spec.device_type!r} device type",
+                     f"list only one backend of the {spec.device_type!r} device type in TORCHPLUG_EMULATE")
             return None
         count = config.device_count(name)
         attachment = Attachment(
@@ -106,11 +110,17 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
             refused_dtypes=frozenset(refused_dtypes),
             profile=spec.profile,
         )
+        if hardware:
+            _forced_over_hardware.add(name)
         from .hooks import install
 
         install(attachment)
         record(attachment)
         return attachment
+
+
+def _cuda_build() -> bool:
+    return bool(torch.version.cuda or torch.version.hip)
 
 
 def _native_works(backend) -> bool:
@@ -120,25 +130,34 @@ def _native_works(backend) -> bool:
         return False
 
 
-def status_for(backend) -> tuple[str, str] | None:
-    """(mode, reason) when TORCHPLUG_EMULATE concerns `backend`, else None (its native probe decides)."""
+def status_for(backend) -> tuple[str, str, str] | None:
+    """(mode, reason, fix) when TORCHPLUG_EMULATE concerns `backend`, else None (its native probe decides)."""
     name, device_type = backend.spec.name, backend.spec.device_type
     attachment = attached().get(device_type)
     if attachment is not None and attachment.backend == name:
-        hooks = (
-            "; torch's CUDA hooks become torchplug's on first use (this torch has no CUDA runtime), "
-            "which makes autograd, AMP and torch.cuda serve it" if attachment.dispatch_key == "CUDA" else ""
-        )
-        return (
-            "emulated",
-            f"TORCHPLUG_EMULATE={name}: {attachment.count} host-memory device(s) named "
-            f"{attachment.device_name!r}; kernels run on the CPU{hooks}",
-        )
-    reason = _declined.get(name)
-    if reason is None or _native_works(backend):
+        return "emulated", _emulated_reason(attachment), ""
+    if attachment is not None:  # its native probe would be answered by the emulation
+        return ("unavailable", f"the {device_type!r} device type is emulated here for backend {attachment.backend!r}",
+                f"emulate {name!r} instead: TORCHPLUG_EMULATE={name}")
+    if name not in _declined or _native_works(backend):
         return None
+    reason, fix = _declined[name]
     try:
         native = backend.native_unavailable_reason()
     except Exception as err:
         native = f"availability probe raised {type(err).__name__}: {err}"
-    return "unavailable", f"{native}; TORCHPLUG_EMULATE asked for it, but {reason}"
+    return "unavailable", f"{native}; TORCHPLUG_EMULATE asked for it, but {reason}", fix
+
+
+def _emulated_reason(attachment: Attachment) -> str:
+    how = (f"TORCHPLUG_EMULATE={attachment.backend}: {attachment.count} host-memory device(s) named "
+           f"{attachment.device_name!r}; kernels run on the CPU")
+    if attachment.dispatch_key != "CUDA":
+        return how
+    if not _cuda_build():
+        return (f"{how}; torch's CUDA hooks become torchplug's on first use (this torch has no CUDA runtime), "
+                "which makes autograd, AMP and torch.cuda serve it")
+    why = ("TORCHPLUG_EMULATE_FORCE: a GPU is present but left unused" if attachment.backend in _forced_over_hardware
+           else "this CUDA build sees no GPU")
+    return (f"{how}; {why}, so on first use torch's CUDA kernels, hooks, device guard and torch._C._cuda_* "
+            "bindings become the emulator's")

@@ -19,6 +19,7 @@ from .attachment import Attachment
 from .streams import DEVICE_TYPE_IDS, stream_classes
 
 Device = int | str | torch.device | None
+_STAT_FIELDS = ("current", "peak", "allocated", "freed")
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,16 @@ class DeviceModule:
         props = self.get_device_properties(device)
         return props.major, props.minor
 
+    def arch_list(self) -> list[str]:
+        """The architectures torch.cuda.get_arch_list() reports: the build's own where it has a CUDA
+        runtime (it tells the truth about the build), else those of the emulated GPU's profile."""
+        from .cuda_bindings import original
+
+        build_flags = original("_cuda_getArchFlags")
+        if build_flags is not None and build_flags():
+            return build_flags().split()
+        return list(self.attachment.profile.shape.arch_list)
+
     # ---- memory -------------------------------------------------------------------------------
     def memory_allocated(self, device: Device = None) -> int:
         index = self._index(device)
@@ -166,15 +177,48 @@ class DeviceModule:
     memory_reserved = memory_allocated  # no caching allocator: reserved is what is allocated
     max_memory_reserved = max_memory_allocated
 
-    def memory_stats(self, device: Device = None) -> "OrderedDict[str, int]":
+    def memory_stats_as_nested_dict(self, device: Device = None) -> dict[str, Any]:
+        """torch.cuda's nested statistics, with every key its caching allocator reports.
+
+        No block is cached: each allocation is its own segment, reserved and active bytes are the
+        allocated ones, and nothing is split or inactive. The extra "capacity" is
+        TORCHPLUG_EMULATE_MEMORY in bytes (0: unlimited).
+        """
         index = self._index(device)
         if not runtime.is_configured(self.type):
-            return OrderedDict()
-        stats = runtime.extension().memory_stats(self._key, index)
-        for kind in ("reserved_bytes", "active_bytes"):
-            stats[f"{kind}.all.current"] = stats["allocated_bytes.all.current"]
-            stats[f"{kind}.all.peak"] = stats["allocated_bytes.all.peak"]
-        return OrderedDict(sorted(stats.items()))
+            return {}
+        counted = runtime.extension().memory_stats(self._key, index)
+        blocks, nbytes = counted["allocation"], counted["allocated_bytes"]
+        nothing = {pool: dict.fromkeys(_STAT_FIELDS, 0) for pool in nbytes}
+        stats: dict[str, Any] = {
+            "allocation": blocks, "segment": blocks, "active": blocks, "inactive_split": nothing,
+            "allocated_bytes": nbytes, "reserved_bytes": nbytes, "active_bytes": nbytes,
+            "inactive_split_bytes": nothing, "requested_bytes": nbytes,
+            "oversize_allocations": nothing["all"], "oversize_segments": nothing["all"],
+            "num_alloc_retries": 0, "num_ooms": counted["num_ooms"], "num_sync_all_streams": 0,
+            "num_device_alloc": blocks["all"]["allocated"], "num_device_free": blocks["all"]["freed"],
+            "max_split_size": -1, "capacity": counted["capacity"],
+        }
+        return stats
+
+    def memory_stats(self, device: Device = None) -> "OrderedDict[str, int]":
+        """memory_stats_as_nested_dict flattened as torch flattens it: "allocated_bytes.all.current", ..."""
+        flat: list[tuple[str, int]] = []
+
+        def add(prefix: str, value: Any) -> None:
+            if isinstance(value, dict):
+                for key, inner in value.items():
+                    add(f"{prefix}.{key}" if prefix else key, inner)
+            else:
+                flat.append((prefix, value))
+
+        add("", self.memory_stats_as_nested_dict(device))
+        return OrderedDict(sorted(flat))
+
+    def reset_accumulated_memory_stats(self, device: Device = None) -> None:
+        index = self._index(device)
+        if runtime.is_configured(self.type):
+            runtime.extension().reset_accumulated(self._key, index)
 
     def reset_peak_memory_stats(self, device: Device = None) -> None:
         index = self._index(device)
@@ -283,7 +327,8 @@ class DeviceModule:
             "is_available", "device_count", "is_initialized", "_lazy_init", "init", "_is_in_bad_fork",
             "current_device", "set_device", "_exchange_device", "_maybe_exchange_device", "synchronize",
             "get_device_name", "get_device_properties", "memory_allocated",
-            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
+            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats", "memory_stats_as_nested_dict",
+            "reset_accumulated_memory_stats",
             "reset_peak_memory_stats", "reset_max_memory_allocated", "mem_get_info", "empty_cache",
             "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
             "set_rng_state", "get_rng_state_all", "set_rng_state_all", "current_stream", "default_stream",

@@ -31,5 +31,5 @@ class Emulation(BackendExtension):
             return None
         from .attach import status_for
 
-        found = status_for(backend)  # emulated, or why the requested emulation is not possible
+        found = status_for(backend)  # emulated, or why the requested emulation is not possible, and the fix
         return None if found is None else DeviceStatus(*found)

@@ -1,9 +1,10 @@
-"""Without TORCHPLUG_EMULATE: torch's "not compiled with ..." error says that torchplug can emulate the device.
+"""Without TORCHPLUG_EMULATE: torch's error for an absent cuda or xpu says that torchplug can emulate it.
 
-A script written for cuda or xpu, run on a machine whose torch lacks that runtime, fails on its
-first device tensor with torch's bare "Torch not compiled with CUDA enabled". When a torchplug
-plugin for that device is installed, the same error gains one sentence: how to emulate it. Only
-the error text changes; nothing else is patched and nothing is loaded.
+A script written for cuda or xpu, run on a machine without that GPU, fails on its first device
+tensor: "Torch not compiled with CUDA enabled" on a CPU wheel, "Found no NVIDIA driver on your
+system" on a CUDA build. When a torchplug plugin for that device is installed, the same error
+gains one sentence: how to emulate it. Only the error text changes; nothing else is patched and
+nothing is loaded, and where the device initialises, nothing changes at all.
 """
 
 import functools
@@ -14,15 +15,9 @@ import torch
 _hinted: dict[str, list[str]] = {}  # device type -> backend names that could emulate it
 
 
-def _compiled_in(device_type: str) -> bool:
-    if device_type == "cuda":
-        return bool(torch.version.cuda or torch.version.hip)
-    return device_type == "xpu" and torch.xpu._is_compiled()
-
-
 def hint_emulation(device_type: str, backend_name: str) -> None:
     """Add "set TORCHPLUG_EMULATE=<backend>" to torch's error on first use of an absent cuda or xpu."""
-    if device_type not in ("cuda", "xpu") or _compiled_in(device_type):
+    if device_type not in ("cuda", "xpu"):
         return
     names = _hinted.setdefault(device_type, [])
     if backend_name in names:
@@ -39,7 +34,12 @@ def hint_emulation(device_type: str, backend_name: str) -> None:
             original()
         except (AssertionError, RuntimeError) as err:
             settings = " or ".join(f"TORCHPLUG_EMULATE={name}" for name in names)
-            raise type(err)(f"{err}. torchplug can emulate '{device_type}' in host memory: set {settings} "
-                            "before starting Python (docs/emulation.md)") from None
+            message = (f"{err}. torchplug can emulate '{device_type}' in host memory: set {settings} before "
+                       "starting Python (docs/emulation.md)")
+            try:
+                hinted = type(err)(message)
+            except Exception:  # an error type that does not take a message alone
+                hinted = RuntimeError(message)
+            raise hinted from None
 
     module._lazy_init = _lazy_init

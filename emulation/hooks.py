@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from . import aliases
 from .attachment import Attachment
 
 _lock = threading.Lock()
@@ -49,9 +50,8 @@ def install(attachment: Attachment) -> None:
         if attachment.dispatch_key == "PrivateUse1":
             _register_new_device(attachment, module)
         else:
-            target = getattr(torch, attachment.device_type)
-            for name, value in module.exports().items():
-                setattr(target, name, value)
+            # torch.<type> and its submodules' aliases (torch.cuda.memory's is_initialized, ...)
+            aliases.replace(getattr(torch, attachment.device_type), module.exports(), f"torch.{attachment.device_type}")
         preloaded = _preload_runtime()
         if preloaded is not None:
             # Hooks torch calls before the first device use (torch.Generator(device=...)) set the
@@ -67,6 +67,10 @@ def install(attachment: Attachment) -> None:
                 preloaded.register_guard_early("MPS", attachment.count)
             else:
                 _load_on_first_mps_mention()
+        if attachment.dispatch_key == "CUDA":
+            from . import cuda_bindings
+
+            cuda_bindings.install(module)
         _wrap_autograd()
         _wrap_accelerator()
         _register_serialization()

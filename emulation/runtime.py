@@ -74,9 +74,17 @@ def _configure(ext: ModuleType, a: Attachment) -> None:
     if callback := _before_configure.pop(a.dispatch_key, None):
         callback()
     refused = sorted(str(d).removeprefix("torch.") for d in a.refused_dtypes)
-    ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend)
+    adopt_native = a.dispatch_key == "CUDA" and cuda_build()
+    if adopt_native:
+        from . import late_kernels
+
+        late_kernels.watch(ext, a.dispatch_key)  # before configure adopts what is there: nothing slips between
+    ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend, adopt_native=adopt_native)
     if a.dispatch_key == "PrivateUse1":
         ext.register_privateuse1_hooks()
+    namespace = getattr(torch, a.device_type, None)
+    if hasattr(namespace, "default_generators"):  # torch.cuda / torch.xpu's Python generator objects
+        namespace.default_generators = tuple(ext.default_generators(a.dispatch_key))
     for index, seed in _pending_seeds.pop(a.device_type, {}).items():
         for i in range(a.count) if index < 0 else (index,):
             ext.manual_seed(a.dispatch_key, i, seed)
@@ -91,7 +99,7 @@ def _choose_accelerator(ext: ModuleType) -> None:
     global _accelerator_chosen
     if _accelerator_chosen:
         return
-    if _gpuless_cuda_build():
+    if _gpuless_cuda_build() and "cuda" not in attached():
         # torch's CUDA hooks report CUDA as built, and torch refuses two accelerators ("Cannot have
         # both XPU and cuda"): with no GPU to serve, they stop claiming the slot (csrc/hooks.cpp).
         ext.mute_cuda_hooks()
@@ -104,8 +112,13 @@ def _choose_accelerator(ext: ModuleType) -> None:
             return
 
 
+def cuda_build() -> bool:
+    """A CUDA or ROCm build of torch, whose CUDA kernels and hooks emulated cuda takes over."""
+    return bool(torch.version.cuda or torch.version.hip)
+
+
 def _gpuless_cuda_build() -> bool:
-    return bool(torch.version.cuda or torch.version.hip) and torch.cuda.device_count() == 0
+    return cuda_build() and torch.cuda.device_count() == 0
 
 
 def cuda_hooks_state() -> str:

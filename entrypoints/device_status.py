@@ -10,3 +10,9 @@ Mode = Literal["native", "emulated", "unavailable"]
 class DeviceStatus:
     mode: Mode
     reason: str = ""  # why the device is unavailable, or how it is provided
+    fix: str = ""  # for an unavailable device: what to do; "" when the usual fix (emulate it) applies
+
+    def fix_for(self, name: str) -> str:
+        """What makes the unavailable device `name` usable: its own fix, else emulating it."""
+        return self.fix or f"run where the hardware and a torch build for it are present, or emulate the device " \
+                           f"in host memory: TORCHPLUG_EMULATE={name}"

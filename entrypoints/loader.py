@@ -122,10 +122,7 @@ def backend(name: str) -> Backend:
     found = loaded_backend(name)
     status = found.status()
     if status.mode == "unavailable":
-        raise PluginError(
-            f"torchplug device {name!r} is unavailable: {status.reason}. Fix: run where the hardware and a "
-            f"torch build for it are present, or emulate the device in host memory: TORCHPLUG_EMULATE={name}."
-        )
+        raise PluginError(f"torchplug device {name!r} is unavailable: {status.reason}. Fix: {status.fix_for(name)}.")
     return found
 
 

@@ -21,6 +21,9 @@ class EmulatedShape:
     max_threads_per_compute_unit: int = 2048
     max_threads_per_block: int = 1024
     registers_per_compute_unit: int = 65536
+    # What torch.cuda.get_arch_list() reports on a torch without a CUDA runtime (a build with one
+    # reports its own): the architectures a CUDA build of torch is compiled for.
+    arch_list: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -54,36 +54,14 @@ def pytest_sessionstart(session):
 # modules that reach into torch internals and so break first on a new torch release.
 COMPAT_MODULES = {
     "test_autoload", "test_versions", "test_spec", "test_emulation", "test_emulation_setup", "test_dispatcher",
-    "test_compile", "test_distributed", "test_conformance",
-}
-
-
-# Tests that emulate torch's own 'cuda' device type, which a CUDA build of torch refuses (its CUDA
-# kernels own the key; test_emulation_setup checks the refusal): they run on the CPU wheel only.
-EMULATE_CUDA_TESTS = {
-    "test_snippet_on_emulated_xpu_mps_cuda_and_cpu", "test_every_collective_and_dtype_across_two_ranks[cuda-nccl]",
-    "test_ranks_emulating_different_device_types_are_refused_on_every_rank",
-    "test_wrong_device_tensors_are_refused_before_any_data_moves", "test_device_modules_name_the_emulation",
-    "test_three_device_types_in_one_process", "test_torchplug_list_reports_emulated",
-    "test_out_of_range_device_index[out_of_range_copy]", "test_elapsed_time_needs_timing_events", "test_copies",
-    "test_autograd_on_xpu_cuda_and_mps", "test_generators_of_emulated_devices_sample_like_the_cpu_generator_with_the_same_state",
-    "test_rng", "test_save_and_load_round_trip", "test_no_leaks_after_100k_tensors", "test_everyday_ops",
-    "test_the_issue_snippet", "test_rocm_emulates_torchs_cuda_device_type",
+    "test_compile", "test_distributed", "test_conformance", "test_emulated_training", "test_emulation_cuda_build",
 }
 
 
 def pytest_collection_modifyitems(config, items):
-    import torch
-
-    cuda_build = torch.version.cuda or torch.version.hip
     for item in items:
         if item.module.__name__ in COMPAT_MODULES:
             item.add_marker(pytest.mark.compat)
-        emulates_cuda = item.name in EMULATE_CUDA_TESTS or (
-            hasattr(item, "callspec") and item.callspec.params.get("emulate") in ("cuda", "rocm"))
-        if cuda_build and emulates_cuda:
-            item.add_marker(pytest.mark.skip(reason=f"torch {torch.__version__} is a CUDA build: emulating 'cuda' "
-                                                    "needs the CPU wheel"))
     if config.getoption("--runslow"):
         return
     skip = pytest.mark.skip(reason="slow tier: run with --runslow")

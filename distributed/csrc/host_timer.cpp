@@ -1,14 +1,16 @@
 // DDP's Reducer times every iteration with a c10d Timer made for its parameters' device type.
 // torch registers one for the CPU, and a CUDA build one for 'cuda' that records CUDA events; a CPU
 // wheel has none for 'cuda', so DDP on emulated cuda tripped an internal assert (logger.cpp) on
-// its first forward. Emulated devices run their kernels synchronously on the host, so host
+// its first forward; a CUDA build's timer records CUDA events, which the emulated device lacks. Emulated devices run their kernels synchronously on the host, so host
 // timestamps measure what a device timer would.
 #include "collectives.h"
 
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 
 namespace torchplug_distributed {
 
@@ -29,13 +31,18 @@ class HostTimer final : public c10d::Timer {
 }  // namespace
 
 bool register_host_timer(const std::string& device_type) {
+  static std::mutex mutex;
+  static std::set<c10::DeviceType> registered;
   const c10::DeviceType type = c10::Device(device_type).type();
-  if (c10d::TimerRegistry()->Has(type)) {
-    return false;  // torch's own (the CPU's, or a real device's), or ours from an earlier call
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!registered.insert(type).second) {
+    return false;
   }
-  c10d::TimerRegistry()->Register(type, [](c10::Device) -> std::unique_ptr<c10d::Timer> {
-    return std::make_unique<HostTimer>();
-  });
+  // Preferred over a build's own timer for the type (a CUDA build's records CUDA events, which the
+  // emulated device has none of).
+  c10d::TimerRegistry()->Register(
+      type, [](c10::Device) -> std::unique_ptr<c10d::Timer> { return std::make_unique<HostTimer>(); },
+      c10::REGISTRY_PREFERRED);
   return true;
 }
 

@@ -60,35 +60,36 @@ DeviceStats& stats_of(c10::Device device) {
   return state(device.type()).stats[device.index()];
 }
 
+Pool pool_of(int64_t nbytes) {
+  return nbytes <= kSmallBlockBytes ? kSmallPool : kLargePool;
+}
+
 void charge(c10::Device device, int64_t nbytes) {
   check_index(device.type(), device.index());
   DeviceStats& s = stats_of(device);
-  const int64_t now = s.allocated_bytes.fetch_add(nbytes) + nbytes;
+  Stat& total = s.bytes[kAllPools];
+  const int64_t now = total.current.fetch_add(nbytes) + nbytes;
   const int64_t capacity = s.capacity.load(std::memory_order_relaxed);
   if (capacity > 0 && now > capacity) {
-    s.allocated_bytes.fetch_sub(nbytes);
+    total.current.fetch_sub(nbytes);
     s.num_ooms.fetch_add(1);
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "torchplug emulated ", device, " is out of memory: tried to allocate ",
         format_bytes(nbytes), " with ", format_bytes(now - nbytes), " already allocated, capacity ",
         format_bytes(capacity), " (TORCHPLUG_EMULATE_MEMORY). Free some tensors or raise the capacity.");
   }
-  int64_t peak = s.peak_bytes.load(std::memory_order_relaxed);
-  while (now > peak && !s.peak_bytes.compare_exchange_weak(peak, now)) {
-  }
-  const int64_t count = s.allocations.fetch_add(1) + 1;
-  int64_t peak_count = s.peak_allocations.load(std::memory_order_relaxed);
-  while (count > peak_count && !s.peak_allocations.compare_exchange_weak(peak_count, count)) {
-  }
-  s.total_allocations.fetch_add(1, std::memory_order_relaxed);
-  s.total_allocated_bytes.fetch_add(nbytes, std::memory_order_relaxed);
+  total.note_added(now, nbytes);
+  s.blocks[kAllPools].add(1);
+  s.bytes[pool_of(nbytes)].add(nbytes);
+  s.blocks[pool_of(nbytes)].add(1);
 }
 
 void refund(c10::Device device, int64_t nbytes) {
   DeviceStats& s = stats_of(device);
-  s.allocated_bytes.fetch_sub(nbytes);
-  s.allocations.fetch_sub(1);
-  s.total_frees.fetch_add(1, std::memory_order_relaxed);
+  for (Pool pool : {kAllPools, pool_of(nbytes)}) {
+    s.bytes[pool].remove(nbytes);
+    s.blocks[pool].remove(1);
+  }
 }
 
 void free_block(void* data) {
@@ -224,10 +225,39 @@ c10::Allocator* device_allocator(c10::DeviceType type) {
   return slot.load();
 }
 
+void Stat::add(int64_t amount) {
+  note_added(current.fetch_add(amount) + amount, amount);
+}
+
+void Stat::note_added(int64_t now, int64_t amount) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+  }
+  allocated.fetch_add(amount, std::memory_order_relaxed);
+}
+
+void Stat::remove(int64_t amount) {
+  current.fetch_sub(amount);
+  freed.fetch_add(amount, std::memory_order_relaxed);
+}
+
 void reset_peak(c10::Device device) {
   DeviceStats& s = stats_of(device);
-  s.peak_bytes.store(s.allocated_bytes.load());
-  s.peak_allocations.store(s.allocations.load());
+  for (int pool = 0; pool < kNumPools; ++pool) {
+    s.bytes[pool].reset_peak();
+    s.blocks[pool].reset_peak();
+  }
+}
+
+void reset_accumulated(c10::Device device) {
+  DeviceStats& s = stats_of(device);
+  for (int pool = 0; pool < kNumPools; ++pool) {
+    for (Stat* stat : {&s.bytes[pool], &s.blocks[pool]}) {
+      stat->allocated.store(0);
+      stat->freed.store(0);
+    }
+  }
+  s.num_ooms.store(0);
 }
 
 ChargeTo::ChargeTo(c10::Device device) : previous_(t_charged) {

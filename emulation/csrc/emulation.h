@@ -14,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ class Generator;
 }  // namespace at
 
 namespace c10 {
+class WarningHandler;
 struct StorageImpl;
 class OperatorHandle;
 struct IValue;
@@ -32,16 +34,29 @@ namespace torchplug::emulation {
 constexpr int kMaxDevices = 64;
 constexpr int kNumDeviceTypes = static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 
-// Counters behind memory_allocated / max_memory_allocated / memory_stats. Atomics: allocations
-// happen on any thread, including autograd's device threads.
+// One statistic as torch's caching allocator reports it: current value, peak, and the running
+// totals of what was added and taken away. Atomics: allocations happen on any thread, including
+// autograd's device threads.
+struct Stat {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> allocated{0};
+  std::atomic<int64_t> freed{0};
+  void add(int64_t amount);
+  void note_added(int64_t now, int64_t amount);  // after `current` went up by `amount` to `now`
+  void remove(int64_t amount);
+  void reset_peak() { peak.store(current.load()); }
+};
+
+// torch.cuda.memory_stats()'s pools: every block, blocks of at most 1 MiB, larger ones.
+enum Pool : int { kAllPools = 0, kSmallPool = 1, kLargePool = 2, kNumPools = 3 };
+constexpr int64_t kSmallBlockBytes = int64_t{1} << 20;  // the CUDA caching allocator's kSmallSize
+
+// Counters behind memory_allocated / max_memory_allocated / memory_stats, per pool. Blocks are not
+// cached, so each is its own segment and bytes are counted as requested (not rounded up).
 struct DeviceStats {
-  std::atomic<int64_t> allocated_bytes{0};
-  std::atomic<int64_t> peak_bytes{0};
-  std::atomic<int64_t> allocations{0};
-  std::atomic<int64_t> peak_allocations{0};
-  std::atomic<int64_t> total_allocations{0};
-  std::atomic<int64_t> total_frees{0};
-  std::atomic<int64_t> total_allocated_bytes{0};
+  std::array<Stat, kNumPools> bytes;   // allocated_bytes.<pool>.*
+  std::array<Stat, kNumPools> blocks;  // allocation.<pool>.*
   std::atomic<int64_t> num_ooms{0};
   std::atomic<int64_t> capacity{0};  // bytes; 0 means unlimited
 };
@@ -83,6 +98,7 @@ c10::DataPtr allocate_block(size_t nbytes, c10::Device charged_to, c10::Device t
 // Re-charge a block of ours to `device` and tag its DataPtr with it. False if not ours.
 bool adopt_block(c10::DataPtr& data, c10::Device device);
 void reset_peak(c10::Device device);
+void reset_accumulated(c10::Device device);  // the running totals and num_ooms, as torch's allocator does
 // Storage.resize_ on an emulated device: a new block holding the old bytes that still fit.
 void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes);
 
@@ -111,6 +127,27 @@ c10::DispatchKey dispatch_key(c10::DeviceType type);
 // Runs `op` through its CPU kernel on host aliases of the device tensors (the boxed fallback).
 void run_on_host(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 void register_fallback(c10::DeviceType type);
+
+// ---- native_kernels.cpp ----------------------------------------------------------------------
+// Gives every op that has a kernel under the type's dispatch key (a CUDA build's own) the host
+// path instead; ops seen before are left alone. Returns how many ops it took over.
+int64_t adopt_native_kernels(c10::DeviceType type);
+// For libraries that load kernels later (import torchvision after the first device use): a mark in
+// the record of defined operators, then the adoption of the kernels of the ops defined since it.
+int64_t defined_ops_mark();
+int64_t adopt_native_kernels_since(c10::DeviceType type, int64_t mark);
+// While alive, torch's "Overriding a previously registered kernel" warnings are dropped.
+class QuietOverrides {
+ public:
+  QuietOverrides();
+  ~QuietOverrides();
+  QuietOverrides(const QuietOverrides&) = delete;
+  QuietOverrides& operator=(const QuietOverrides&) = delete;
+
+ private:
+  std::unique_ptr<c10::WarningHandler> handler_;
+  c10::WarningHandler* previous_;
+};
 
 // ---- composites.cpp --------------------------------------------------------------------------
 // Per-op kernels for ops whose composite kernels would win over the fallback, or fail on it.

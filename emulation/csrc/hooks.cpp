@@ -170,7 +170,7 @@ class MpsHooks final : public Hooks<at::MPSHooksInterface, c10::DeviceType::MPS>
   void commitStream() const override {}
   void emptyCache() const override {}
   size_t getCurrentAllocatedMemory() const override {
-    return static_cast<size_t>(state(c10::DeviceType::MPS).stats[0].allocated_bytes.load());
+    return static_cast<size_t>(state(c10::DeviceType::MPS).stats[0].bytes[kAllPools].current.load());
   }
 };
 
@@ -215,19 +215,19 @@ namespace {
 std::mutex g_cuda_hooks_mutex;
 std::string g_cuda_hooks_state = "torch";
 
-// Replace the dynamic type of torch's CUDA hooks object; `expect_interface` says which object may
-// be replaced: the CPU wheel's stub (at::CUDAHooksInterface itself) or a CUDA build's real hooks.
-void replace_cuda_hooks(bool expect_interface, const char* new_state) {
+// Replace the dynamic type of torch's CUDA hooks object, once, with CudaHooks in `new_state`:
+// "emulated" replaces the CPU wheel's stub or a CUDA build's real hooks (whose GPU is absent,
+// or forced aside: attach.py decides); "muted" replaces only a CUDA build's real hooks.
+void replace_cuda_hooks(const char* new_state) {
   std::lock_guard<std::mutex> lock(g_cuda_hooks_mutex);
   if (g_cuda_hooks_state == new_state) {
     return;  // only once
   }
   TORCH_CHECK(g_cuda_hooks_state == "torch", "torch's CUDA hooks are already ", g_cuda_hooks_state);
   auto& hooks = const_cast<at::CUDAHooksInterface&>(at::detail::getCUDAHooks());
-  const bool is_interface = typeid(hooks) == typeid(at::CUDAHooksInterface);
-  TORCH_CHECK(is_interface == expect_interface, "torchplug will not replace torch's CUDA hooks of type ",
-              typeid(hooks).name(), is_interface ? ": this torch has no CUDA runtime to mute"
-                                                 : ": this torch was built with a CUDA runtime");
+  const bool is_stub = typeid(hooks) == typeid(at::CUDAHooksInterface);
+  TORCH_CHECK(!(is_stub && std::string(new_state) == "muted"),
+              "torchplug will not mute torch's CUDA hooks: this torch has no CUDA runtime to mute");
   hooks.~CUDAHooksInterface();
   new (&hooks) CudaHooks();
   g_cuda_hooks_state = new_state;
@@ -236,11 +236,11 @@ void replace_cuda_hooks(bool expect_interface, const char* new_state) {
 }  // namespace
 
 void swap_cuda_hooks() {
-  replace_cuda_hooks(/*expect_interface=*/true, "emulated");
+  replace_cuda_hooks("emulated");
 }
 
 void mute_cuda_hooks() {
-  replace_cuda_hooks(/*expect_interface=*/false, "muted");
+  replace_cuda_hooks("muted");
 }
 
 std::string cuda_hooks_state() {

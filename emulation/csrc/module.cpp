@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
 
 #include <mutex>
 
@@ -39,8 +40,9 @@ py::object* g_configure_callback = nullptr;
 // Switch a device type on. Idempotent for the same settings; the settings cannot change later
 // because tensors and guards already hold on to them.
 // `refused` names the dtypes (e.g. "float64") the backend does not declare; the device rejects them.
+// `adopt_native` (a CUDA build): the build's own kernels for the type take the host path too.
 void configure(const std::string& key, int64_t count, const std::vector<int64_t>& capacities,
-               const std::vector<std::string>& refused, const std::string& backend) {
+               const std::vector<std::string>& refused, const std::string& backend, bool adopt_native) {
   std::lock_guard<std::mutex> lock(g_configure_mutex);
   c10::DeviceType type = parse_type(key);
   TypeState& st = state(type);
@@ -72,7 +74,11 @@ void configure(const std::string& key, int64_t count, const std::vector<int64_t>
   device_allocator(type);
   register_guard(type);
   st.enabled.store(true, std::memory_order_release);
+  QuietOverrides quiet;  // the per-op kernels below replace the build's, or the adopted ones
   register_fallback(type);
+  if (adopt_native) {
+    adopt_native_kernels(type);
+  }
   register_composite_overrides(type);
   register_sparse_refusals(type);
 }
@@ -91,16 +97,26 @@ void register_guard_early(const std::string& key, int64_t count) {
   register_guard(type);
 }
 
+// torch.cuda.memory_stats()'s nested form: {"allocated_bytes": {"all": {"current": ...}}, ...}.
 py::dict memory_stats(const std::string& key, int64_t index) {
   const DeviceStats& s = state(device_of(key, index).type()).stats[index];
+  const char* pools[kNumPools] = {"all", "small_pool", "large_pool"};
+  auto nested = [&](const std::array<Stat, kNumPools>& stats) {
+    py::dict by_pool;
+    for (int pool = 0; pool < kNumPools; ++pool) {
+      const Stat& stat = stats[pool];
+      py::dict values;
+      values["current"] = stat.current.load();
+      values["peak"] = stat.peak.load();
+      values["allocated"] = stat.allocated.load();
+      values["freed"] = stat.freed.load();
+      by_pool[pools[pool]] = values;
+    }
+    return by_pool;
+  };
   py::dict d;
-  d["allocated_bytes.all.current"] = s.allocated_bytes.load();
-  d["allocated_bytes.all.peak"] = s.peak_bytes.load();
-  d["allocated_bytes.all.allocated"] = s.total_allocated_bytes.load();
-  d["allocation.all.current"] = s.allocations.load();
-  d["allocation.all.peak"] = s.peak_allocations.load();
-  d["allocation.all.allocated"] = s.total_allocations.load();
-  d["allocation.all.freed"] = s.total_frees.load();
+  d["allocated_bytes"] = nested(s.bytes);
+  d["allocation"] = nested(s.blocks);
   d["num_ooms"] = s.num_ooms.load();
   d["capacity"] = s.capacity.load();
   return d;
@@ -143,7 +159,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.attr("MAX_DEVICES") = kMaxDevices;
   m.def("configure", &configure, py::arg("key"), py::arg("count"), py::arg("capacities"), py::arg("refused"),
-        py::arg("backend"));
+        py::arg("backend"), py::arg("adopt_native") = false);
+  m.def("defined_ops_mark", &defined_ops_mark);
+  m.def("adopt_native_kernels_since", [](const std::string& key, int64_t mark) {
+    return adopt_native_kernels_since(parse_type(key), mark);
+  });
   m.def("memory_stats", &memory_stats);
   m.def("record_dispatches", &record_dispatches);
   m.def("take_dispatched", &take_dispatched);
@@ -166,9 +186,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     resize_storage_bytes(impl, nbytes);
   });
   m.def("memory_allocated", [](const std::string& key, int64_t index) {
-    return state(device_of(key, index).type()).stats[index].allocated_bytes.load();
+    return state(device_of(key, index).type()).stats[index].bytes[kAllPools].current.load();
   });
   m.def("reset_peak", [](const std::string& key, int64_t index) { reset_peak(device_of(key, index)); });
+  m.def("reset_accumulated", [](const std::string& key, int64_t index) { reset_accumulated(device_of(key, index)); });
   m.def("device_count", [](const std::string& key) {
     c10::DeviceType type = parse_type(key);
     return is_emulated(type) ? state(type).count : 0;
@@ -180,6 +201,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("current_stream", [](const std::string& key, int64_t index) { return current_stream_id(device_of(key, index)); });
   m.def("set_stream", [](const std::string& key, int64_t index, int64_t stream_id) {
     set_current_stream(device_of(key, index), stream_id);
+  });
+  // Python objects for the devices' default generators, made once (torch.cuda.default_generators).
+  m.def("default_generators", [](const std::string& key) {
+    const c10::DeviceType type = parse_type(key);
+    TORCH_CHECK(is_emulated(type), "the ", key, " device type is not emulated in this process");
+    py::list generators;
+    for (int index = 0; index < state(type).count; ++index) {
+      const at::Generator& generator = default_generator(c10::Device(type, static_cast<c10::DeviceIndex>(index)));
+      generators.append(py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(generator)));
+    }
+    return generators;
   });
   m.def("manual_seed", [](const std::string& key, int64_t index, uint64_t value) { manual_seed(device_of(key, index), value); });
   m.def("initial_seed", [](const std::string& key, int64_t index) { return initial_seed(device_of(key, index)); });
