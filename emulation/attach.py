@@ -6,13 +6,15 @@ loaded on first device use (runtime.py).
 """
 
 import threading
+from typing import NoReturn
 
 import torch
 
 from .. import warn
 from ..entrypoints.spec import NATIVE_DISPATCH_KEYS
 from .attachment import Attachment, attached, record
-from .config import EmulationConfigError, current, requested_names
+from ..entrypoints import EmulatedShape
+from .config import EmulationConfig, EmulationConfigError, current, requested_names
 
 _SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
 
@@ -40,15 +42,22 @@ def _build_has_runtime(device_type: str) -> str | None:
     return None
 
 
-_unreadable_reported = False
+_reported: set[str] = set()  # the messages of unreadable settings already shown
 
 
-def _report_unreadable_settings(err: EmulationConfigError) -> None:
-    """Once per process, at the user's `import torch` line: the device would otherwise just be missing."""
-    global _unreadable_reported
-    if not _unreadable_reported:
-        _unreadable_reported = True
-        warn(f"torchplug: {err}; emulation of {', '.join(requested_names())} is off. Fix: {err.fix}")
+def _report_unreadable_settings(err: EmulationConfigError, off: str) -> None:
+    """Once per message, at the user's `import torch` line: the device would otherwise just be missing."""
+    message = f"torchplug: {err}; emulation of {off} is off. Fix: {err.fix}"
+    if message not in _reported:
+        _reported.add(message)
+        warn(message)
+
+
+def _refuse_and_raise(spec, err: EmulationConfigError) -> NoReturn:
+    from .hooks import refuse_device
+
+    refuse_device(spec.device_type, f"{err}. Fix: {err.fix}")
+    raise err
 
 
 def _decline(name: str, reason: str, fix: str) -> None:
@@ -68,11 +77,13 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
     try:
         config = current()
     except EmulationConfigError as err:  # fails the requested plugins only, loudly
-        _report_unreadable_settings(err)
-        from .hooks import refuse_device
-
-        refuse_device(spec.device_type, f"{err}. Fix: {err.fix}")
-        raise
+        _report_unreadable_settings(err, ", ".join(requested_names()))
+        _refuse_and_raise(spec, err)
+    try:
+        shape = _chosen_model(spec, config)
+    except EmulationConfigError as err:  # this backend only
+        _report_unreadable_settings(err, name)
+        _refuse_and_raise(spec, err)
     with _lock:
         if spec.device_type == "cpu":
             _decline(name, "the cpu backend always runs natively; there is nothing to emulate",
@@ -109,6 +120,7 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
             capacities=(config.capacity(name),) * count,
             refused_dtypes=frozenset(refused_dtypes),
             profile=spec.profile,
+            shape=shape,
         )
         if hardware:
             _forced_over_hardware.add(name)
@@ -117,6 +129,26 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         install(attachment)
         record(attachment)
         return attachment
+
+
+def _chosen_model(spec, config: EmulationConfig) -> EmulatedShape:
+    """The model TORCHPLUG_EMULATE_GPU asks `spec`'s backend to be, else its default shape.
+
+    A model named for this backend by name must be one it declares. A bare model applies to each
+    emulated backend that declares it (model names name one kind of device), and must be declared
+    by at least the one backend when it is the only one emulated."""
+    wanted, by_name = config.gpu(spec.name)
+    if wanted is None:
+        return spec.profile.shape
+    found = spec.profile.model(wanted)
+    if found is None and (by_name or config.names == (spec.name,)):
+        known = ", ".join(spec.profile.model_names()) or "none (the backend declares no models)"
+        raise EmulationConfigError(
+            f"TORCHPLUG_EMULATE_GPU: backend {spec.name!r} has no model {wanted!r}; it can be: {known}",
+            f"set TORCHPLUG_EMULATE_GPU to one of them, e.g. TORCHPLUG_EMULATE_GPU={spec.name}="
+            f"{(spec.profile.model_names() or ['<model>'])[0]}, or unset it",
+        )
+    return found or spec.profile.shape
 
 
 def _cuda_build() -> bool:

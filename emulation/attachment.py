@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..entrypoints import DeviceProfile
+from ..entrypoints import DeviceProfile, EmulatedShape
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,8 @@ class Attachment:
     count: int
     capacities: tuple[int, ...]  # bytes per device, 0 = unlimited
     refused_dtypes: frozenset[torch.dtype]  # standard dtypes the backend does not declare
-    profile: DeviceProfile  # the backend's own: label, emulated shape, ...
+    profile: DeviceProfile  # the backend's own: label, emulated shapes, ...
+    shape: EmulatedShape  # the model it answers as (TORCHPLUG_EMULATE_GPU, else the profile's default)
 
     @property
     def label(self) -> str:
@@ -29,7 +30,7 @@ class Attachment:
 
     @property
     def device_name(self) -> str:
-        return f"torchplug emulated {self.label} (host memory)"
+        return f"torchplug emulated {self.shape.name or self.label} (host memory)"
 
 
 _attached: dict[str, Attachment] = {}  # by torch device type, in attach order (attach.py records under its lock)

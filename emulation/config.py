@@ -6,6 +6,8 @@ TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "
 TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB"
 TORCHPLUG_EMULATE_FORCE=1        emulate even where the backend's native probe finds hardware
                                  ("1" for every listed backend, or a list of backend names)
+TORCHPLUG_EMULATE_GPU=h100       the real model an emulated device answers as (capability, memory, SMs);
+                                 or per backend: "cuda=h100,xpu=max1550". Default: each backend's own
 
 Sizes take B, K, M, G or T, optionally followed by "iB" or "B"; every unit is a power of 1024.
 Imported inside ``import torch`` when TORCHPLUG_EMULATE is set: standard library only.
@@ -13,8 +15,12 @@ Imported inside ``import torch`` when TORCHPLUG_EMULATE is set: standard library
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_DEVICES = 1
 MAX_DEVICES = 64  # the C++ runtime's kMaxDevices
@@ -36,6 +42,7 @@ class EmulationConfig:
     devices: dict[str, int] = field(default_factory=dict)  # per backend; "*" is the default
     memory: dict[str, int] = field(default_factory=dict)  # bytes per device; "*" is the default; 0 unlimited
     force: frozenset[str] = frozenset()  # backend names, or {"*"}
+    gpus: dict[str, str] = field(default_factory=dict)  # model names per backend; "*" applies to any
 
     def requested(self, name: str) -> bool:
         return name in self.names
@@ -49,6 +56,12 @@ class EmulationConfig:
     def forced(self, name: str) -> bool:
         return "*" in self.force or name in self.force
 
+    def gpu(self, name: str) -> tuple[str | None, bool]:
+        """(model name asked for backend `name`, whether it was asked for that backend by name)."""
+        if name in self.gpus:
+            return self.gpus[name], True
+        return self.gpus.get("*"), False
+
 
 def parse_size(text: str, variable: str = "TORCHPLUG_EMULATE_MEMORY") -> int:
     """Bytes in `text`, e.g. '512M', '1.5GiB', '4096'."""
@@ -61,9 +74,9 @@ def parse_size(text: str, variable: str = "TORCHPLUG_EMULATE_MEMORY") -> int:
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
-def _per_backend(value: str, parse) -> dict[str, int]:
+def _per_backend(value: str, parse: Callable[[str], T]) -> dict[str, T]:
     """'2' -> {'*': 2}; 'xpu=2,mps=1' -> {'xpu': 2, 'mps': 1} (a bare value sets the default)."""
-    result: dict[str, int] = {}
+    result: dict[str, T] = {}
     for part in filter(None, (p.strip() for p in value.split(","))):
         name, sep, amount = part.partition("=")
         key = name.strip().lower() if sep else "*"
@@ -110,6 +123,7 @@ def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfi
         devices=_devices(environ),
         memory=_per_backend(environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
         force=frozenset({"*"} if force in ("1", "true", "yes", "on", "all") else _names(force)),
+        gpus=_per_backend(environ.get("TORCHPLUG_EMULATE_GPU", ""), lambda model: model.strip().lower()),
     )
 
 

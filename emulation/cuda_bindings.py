@@ -15,6 +15,8 @@ Module-level aliases that torch.cuda's submodules took with ``from torch._C impo
 replaced too, so the submodules agree with torch.cuda.
 """
 
+import itertools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -174,6 +176,43 @@ def original(name: str) -> Callable[..., Any] | None:
     return _originals.get(name, getattr(torch._C, name, None) if not _originals else None)
 
 
+class Nvtx:
+    """torch._C._nvtx for a torch without it (the CPU wheel): ranges and marks with NVTX's return values
+    (the nesting depth, a range handle), recorded nowhere; no profiler watches an emulated device.
+    A CUDA build keeps its own, which works without a GPU."""
+
+    def __init__(self) -> None:
+        self._depth = threading.local()
+        self._handles = itertools.count(1)
+
+    def rangePushA(self, message: str) -> int:  # noqa: N802 - NVTX's names
+        depth = getattr(self._depth, "value", 0)
+        self._depth.value = depth + 1
+        return depth
+
+    def rangePop(self) -> int:  # noqa: N802
+        depth = getattr(self._depth, "value", 0)
+        if depth == 0:
+            return -1  # NVTX: no range was open
+        self._depth.value = depth - 1
+        return depth - 1
+
+    def rangeStartA(self, message: str) -> int:  # noqa: N802
+        return next(self._handles)
+
+    def rangeEnd(self, handle: int) -> None:  # noqa: N802
+        """Nothing records ranges on an emulated device."""
+
+    def deviceRangeStart(self, message: str, stream: Any) -> int:  # noqa: N802
+        return next(self._handles)
+
+    def deviceRangeEnd(self, handle: int, stream: Any) -> None:  # noqa: N802
+        """Nothing records ranges on an emulated device."""
+
+    def markA(self, message: str) -> None:  # noqa: N802
+        """Nothing records marks on an emulated device."""
+
+
 def _cudnn_is_available() -> bool:
     """False, as the emulated CUDA hooks say: no kernel of the emulated device is cuDNN's, so code that
     asks first (nn.RNN's weight flattening, cudnn.is_acceptable) keeps to the paths the CPU kernels serve."""
@@ -184,3 +223,7 @@ def install(module: Any) -> None:
     """Put the emulated bindings on torch._C and wherever torch.cuda's modules imported the originals."""
     _originals.update(aliases.replace(torch._C, Bindings(module).table(), "torch.cuda"))
     aliases.replace(torch.backends.cudnn, {"is_available": _cudnn_is_available}, "torch.backends")
+    if not hasattr(torch._C, "_nvtx"):  # the CPU wheel: torch.cuda.nvtx's stub raises "not installed"
+        from torch.cuda import nvtx
+
+        nvtx._nvtx = Nvtx()

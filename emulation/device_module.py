@@ -24,7 +24,8 @@ _STAT_FIELDS = ("current", "peak", "allocated", "freed")
 
 @dataclass(frozen=True)
 class EmulatedDeviceProperties:
-    """What get_device_properties reports; there is no real hardware behind it."""
+    """What get_device_properties reports: the emulated model's (entrypoints.EmulatedShape) answers,
+    under torch.cuda's and torch.xpu's attribute names. No real hardware is behind it."""
 
     name: str
     type: str
@@ -38,14 +39,24 @@ class EmulatedDeviceProperties:
     max_threads_per_multi_processor: int
     max_threads_per_block: int
     regs_per_multiprocessor: int
-    major: int = 0  # no compute capability: code gated on e.g. (8, 0) takes its portable path
-    minor: int = 0
+    major: int  # the model's capability: code gated on e.g. (8, 0) takes the path it takes on that GPU
+    minor: int
+    L2_cache_size: int  # noqa: N815
+    shared_memory_per_block: int
+    shared_memory_per_block_optin: int
+    uuid: str  # a fixed, recognisably fake UUID per device index
     is_emulated: bool = True
+    is_integrated: bool = False
+    is_multi_gpu_board: bool = False
     device_id: int = 0  # PCI device id: torch 2.15's common_xpu maps it to a codename (0 is none)
 
     @property
     def gpu_subslice_count(self) -> int:  # torch.xpu's name for the compute-unit count
         return self.multi_processor_count
+
+    @property
+    def shared_memory_per_multiprocessor(self) -> int:
+        return self.shared_memory_per_block_optin
 
 
 def _host_memory() -> int:
@@ -134,12 +145,12 @@ class DeviceModule:
     def get_device_properties(self, device: Device = None) -> EmulatedDeviceProperties:
         index = self._index(device)
         refused = self.attachment.refused_dtypes
-        shape = self.attachment.profile.shape  # the backend's own (its BackendSpec.profile)
+        shape = self.attachment.shape  # TORCHPLUG_EMULATE_GPU's model, else the backend's default
         return EmulatedDeviceProperties(
             name=self.get_device_name(index),
             type=self.type,
             index=index,
-            total_memory=self.attachment.capacities[index] or _host_memory(),
+            total_memory=self._total_memory(index),
             has_fp64=torch.float64 not in refused,
             has_fp16=torch.float16 not in refused,
             multi_processor_count=shape.compute_units,
@@ -148,7 +159,17 @@ class DeviceModule:
             max_threads_per_multi_processor=shape.max_threads_per_compute_unit,
             max_threads_per_block=shape.max_threads_per_block,
             regs_per_multiprocessor=shape.registers_per_compute_unit,
+            major=shape.capability[0],
+            minor=shape.capability[1],
+            L2_cache_size=shape.l2_cache_bytes,
+            shared_memory_per_block=shape.shared_memory_per_block,
+            shared_memory_per_block_optin=shape.shared_memory_per_block_optin,
+            uuid=f"00000000-7470-6c67-656d-{index:012x}",  # "tplgem": torchplug emulated
         )
+
+    def _total_memory(self, index: int) -> int:
+        """TORCHPLUG_EMULATE_MEMORY's capacity, else the model's memory, else the host's."""
+        return self.attachment.capacities[index] or self.attachment.shape.memory or _host_memory()
 
     def get_device_capability(self, device: Device = None) -> tuple[int, int]:
         props = self.get_device_properties(device)
@@ -162,7 +183,7 @@ class DeviceModule:
         build_flags = original("_cuda_getArchFlags")
         if build_flags is not None and build_flags():
             return build_flags().split()
-        return list(self.attachment.profile.shape.arch_list)
+        return list(self.attachment.shape.arch_list)
 
     # ---- memory -------------------------------------------------------------------------------
     def memory_allocated(self, device: Device = None) -> int:
@@ -229,7 +250,7 @@ class DeviceModule:
 
     def mem_get_info(self, device: Device = None) -> tuple[int, int]:
         index = self._index(device)
-        total = self.attachment.capacities[index] or _host_memory()
+        total = self._total_memory(index)
         return max(total - self.memory_allocated(index), 0), total
 
     def empty_cache(self) -> None:

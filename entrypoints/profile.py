@@ -12,8 +12,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class EmulatedShape:
-    """The shape of a plausible real device, which the emulated get_device_properties reports and
-    Inductor's GPU heuristics read."""
+    """A real device model the emulated device answers as: what get_device_properties, the
+    capability and the architecture list report, and what Inductor's GPU heuristics read.
+
+    Code picks bf16, TF32, flash attention or a kernel by these answers, so an emulated device
+    must give those of one real model, consistently and before any tensor exists. The device
+    name still says it is emulated.
+    """
 
     compute_units: int = 32  # SMs / compute units / Xe-cores / GPU cores: multi_processor_count
     warp_size: int = 32  # threads per warp / wavefront / sub-group
@@ -22,8 +27,15 @@ class EmulatedShape:
     max_threads_per_block: int = 1024
     registers_per_compute_unit: int = 65536
     # What torch.cuda.get_arch_list() reports on a torch without a CUDA runtime (a build with one
-    # reports its own): the architectures a CUDA build of torch is compiled for.
+    # reports its own): the architectures a torch build that runs this model is compiled for.
     arch_list: tuple[str, ...] = ()
+    model: str = ""  # the short name TORCHPLUG_EMULATE_GPU selects it by, e.g. "a100"
+    name: str = ""  # the product name, e.g. "NVIDIA A100-SXM4-80GB"; default: the profile's label
+    capability: tuple[int, int] = (0, 0)  # (major, minor): CUDA's compute capability, ROCm's gfx version
+    memory: int = 0  # bytes of device memory reported (total_memory), unless TORCHPLUG_EMULATE_MEMORY caps it
+    l2_cache_bytes: int = 0
+    shared_memory_per_block: int = 49152  # without opting in; shared_memory_per_block_optin is the most a kernel can ask
+    shared_memory_per_block_optin: int = 49152
 
 
 @dataclass(frozen=True)
@@ -44,3 +56,12 @@ class DeviceProfile:
     collectives: str | None = None
     fidelity: TritonArch | None = None  # None: no Triton fidelity mode for this device
     launch: Any = None  # the torchplug.kernels LaunchConfig its Triton kernels are launched with, if any
+    # Other models the emulated device can be, by TORCHPLUG_EMULATE_GPU=<model>; `shape` is the default.
+    models: tuple[EmulatedShape, ...] = ()
+
+    def model(self, name: str) -> EmulatedShape | None:
+        """The shape called `name` (the default one included), or None."""
+        return next((shape for shape in (self.shape, *self.models) if shape.model == name), None)
+
+    def model_names(self) -> list[str]:
+        return [shape.model for shape in (self.shape, *self.models) if shape.model]

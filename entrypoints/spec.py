@@ -60,6 +60,9 @@ class BackendSpec:
                 problems.append(f"supports torch {self.torch_range}, not the installed {torch_version}")
         except InvalidRange as err:
             problems.append(f"torch_range: {err}")
+        models = [shape.model for shape in (self.profile.shape, *self.profile.models)]
+        if self.profile.models and (not all(models) or len(set(models)) != len(models)):
+            problems.append(f"profile models must each have a distinct model name, got {models}")
         if problems:
             raise SpecError(f"invalid BackendSpec for {self.name!r}: " + "; ".join(problems))
         if self.priority:

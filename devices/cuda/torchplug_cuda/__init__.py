@@ -8,16 +8,20 @@ host target when emulated); and its expected conformance failures, conformance.t
 
 import torch
 
-from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, TritonArch,
-                                   declared_torch_range, torch_build_lacks)
+from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, TritonArch, declared_torch_range,
+                                   torch_build_lacks)
 from torchplug.kernels import KernelBackend, LaunchConfig, TritonKernels
 
-# What the device is like. Emulated, it reports an A100-like shape; natively, torch's own properties
-# answer. "nccl" is the collective library torch uses for cuda; the fidelity compile mode generates
-# Triton for sm_80; the Triton kernels launch in warps of 32, up to 16 per block (1024 threads).
+from . import models
+
+# What the device is like. Emulated, it answers as an A100 by default, or another model by
+# TORCHPLUG_EMULATE_GPU (models.py); natively, torch's own properties answer. "nccl" is the
+# collective library torch uses for cuda; the fidelity compile mode generates Triton for sm_80; the
+# Triton kernels launch in warps of 32, up to 16 per block (1024 threads).
 PROFILE = DeviceProfile(
     label="NVIDIA CUDA GPU",
-    shape=EmulatedShape(compute_units=108, warp_size=32, arch="sm_80"),
+    shape=models.A100,
+    models=models.OTHERS,
     collectives="nccl",
     fidelity=TritonArch("cuda", 80, 32),
     launch=LaunchConfig("cuda", warp_size=32, max_warps=16),

@@ -2,19 +2,20 @@
 
 import torch
 
-from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, declared_torch_range,
-                                   torch_build_lacks)
+from torchplug.entrypoints import STANDARD_DTYPES, BackendSpec, DeviceProfile, declared_torch_range, torch_build_lacks
 from torchplug.kernels import KernelBackend
 
+from . import models
 from .kernels import MetalKernels
 
 # Metal has no 64-bit floating point.
 MPS_DTYPES = STANDARD_DTYPES - {torch.float64, torch.complex128}
 
 
-# An M-series-like shape when emulated. No collective library of its own (torch uses gloo) and no
-# Triton: its compile target is Inductor's Metal codegen.
-PROFILE = DeviceProfile(label="Apple MPS GPU", shape=EmulatedShape(compute_units=10, warp_size=32, arch="apple-m1"))
+# Emulated, it answers as an M1 Pro by default, or another model by TORCHPLUG_EMULATE_GPU (models.py).
+# No collective library of its own (torch uses gloo) and no Triton: its compile target is Inductor's
+# Metal codegen.
+PROFILE = DeviceProfile(label="Apple MPS GPU", shape=models.M1_PRO, models=models.OTHERS)
 
 
 class MpsBackend(KernelBackend):

@@ -2,15 +2,19 @@
 
 import torch
 
-from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, TritonArch,
-                                   declared_torch_range, torch_build_lacks)
+from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, TritonArch, declared_torch_range,
+                                   torch_build_lacks)
 from torchplug.kernels import KernelBackend, LaunchConfig, TritonKernels
 
-# An MI300-like shape when emulated. torch names RCCL "nccl". Wavefronts of 64: blocks are multiples
-# of 64 lanes, and a 1024-thread block is 16 wavefronts.
+from . import models
+
+# Emulated, it answers as an MI300X by default, or another model by TORCHPLUG_EMULATE_GPU
+# (models.py). torch names RCCL "nccl". Wavefronts of 64: blocks are multiples of 64 lanes, and a
+# 1024-thread block is 16 wavefronts.
 PROFILE = DeviceProfile(
     label="AMD ROCm GPU",
-    shape=EmulatedShape(compute_units=304, warp_size=64, arch="gfx942"),
+    shape=models.MI300X,
+    models=models.OTHERS,
     collectives="nccl",
     fidelity=TritonArch("hip", "gfx942", 64),
     launch=LaunchConfig("rocm", warp_size=64, max_warps=16, elementwise_block=2048),

@@ -4,17 +4,20 @@ import torch
 
 from types import MappingProxyType
 
-from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, EmulatedShape, TritonArch,
-                                   declared_torch_range, torch_build_lacks)
+from torchplug.entrypoints import (STANDARD_DTYPES, BackendSpec, DeviceProfile, TritonArch, declared_torch_range,
+                                   torch_build_lacks)
 from torchplug.kernels import KernelBackend, LaunchConfig, TritonKernels
 
-# A Max-series-like shape when emulated; XCCL natively. The fidelity mode generates the Triton that
+from . import models
+
+# Emulated, it answers as a Max 1550 by default, or another model by TORCHPLUG_EMULATE_GPU (models.py); XCCL natively. The fidelity mode generates the Triton that
 # Inductor's CUDA path would (Intel's Triton backend is not in the public Triton). Intel's Triton
 # backend defaults to sub-groups of 32 (its best for memory-bound kernels on Xe/Xe2) and allows 32
 # of them per work-group; it renamed threads_per_warp to warp_size, so both are offered.
 PROFILE = DeviceProfile(
     label="Intel XPU",
-    shape=EmulatedShape(compute_units=64, warp_size=32, arch="pvc"),
+    shape=models.MAX_1550,
+    models=models.OTHERS,
     collectives="xccl",
     fidelity=TritonArch("cuda", 80, 32),
     launch=LaunchConfig("xpu", warp_size=32, max_warps=32,
