@@ -4,6 +4,7 @@ Each test runs in a fresh interpreter: emulation is set up inside ``import torch
 slow on small machines, so each process compiles a handful of graphs at most.
 """
 
+import json
 import os
 
 from conftest import REPO, cli_json, make_plugin, run_cli
@@ -38,7 +39,7 @@ def snippet(*devices: str) -> str:
 
 def assert_all_ok(results: dict) -> None:
     failed = {name: r for name, r in results.items() if not r["ok"]}
-    assert not failed, failed
+    assert not failed, json.dumps(failed)[:6000]
 
 
 def test_snippet_on_emulated_xpu_mps_cuda_and_cpu():
