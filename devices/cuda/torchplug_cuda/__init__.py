@@ -19,6 +19,7 @@ PROFILE = DeviceProfile(
     label="NVIDIA CUDA GPU",
     shape=EmulatedShape(compute_units=108, warp_size=32, arch="sm_80"),
     collectives="nccl",
+    collectives_version=(2, 30, 7),  # the NCCL of torch's CUDA 13 wheels
     fidelity=TritonArch("cuda", 80, 32),
     launch=LaunchConfig("cuda", warp_size=32, max_warps=16),
 )

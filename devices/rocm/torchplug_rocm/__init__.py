@@ -12,6 +12,7 @@ PROFILE = DeviceProfile(
     label="AMD ROCm GPU",
     shape=EmulatedShape(compute_units=304, warp_size=64, arch="gfx942"),
     collectives="nccl",
+    collectives_version=(2, 27, 7),  # RCCL of ROCm 7.2
     fidelity=TritonArch("hip", "gfx942", 64),
     launch=LaunchConfig("rocm", warp_size=64, max_warps=16, elementwise_block=2048),
 )
