@@ -13,7 +13,8 @@ the version its profile declares (labelled emulated in docs/distributed.md):
   `ProcessGroupXCCL` (e.g. `isinstance(backend, ProcessGroupNCCL)` in torch.distributed), so
   they become stand-in classes that no backend is an instance of: user code may still build
   their `Options`, which the emulated group accepts and ignores.
-* `torch.cuda.nccl.version()` returns the profile's version.
+* `torch.cuda.nccl.version()` returns the profile's version, and a group made with "nccl" and no
+  timeout gets NCCL's default timeout (10 minutes) instead of torch's warning.
 * `torch.cuda.nccl.is_available(tensors)` stays False: torch.cuda.nccl's single-process
   collectives (DataParallel's) are not emulated, so torch takes its own other path.
 
@@ -22,11 +23,13 @@ serves the device anyway, groups.py); nothing changes where the device is not em
 """
 
 import threading
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
+NCCL_DEFAULT_TIMEOUT = timedelta(minutes=10)  # torch's kProcessGroupNCCLDefaultTimeout
 FOLLOWED = ("nccl", "xccl")  # the libraries whose rules and identity are emulated (RCCL is torch's "nccl")
 _lock = threading.Lock()
 _versions: dict[str, tuple[int, ...]] = {}  # library name -> the version reported for it
@@ -82,8 +85,14 @@ def advertise(library: str | None, version: tuple[int, ...] | None) -> None:
         for module in (c10d, dist):
             if not hasattr(module, name):
                 setattr(module, name, stand_in)
-        if library == "nccl" and not hasattr(torch._C, "_nccl_version"):
-            torch.cuda.nccl.version = _nccl_version
+        if library == "nccl":
+            if not hasattr(torch._C, "_nccl_version"):
+                torch.cuda.nccl.version = _nccl_version
+            # init_process_group("nccl") without a timeout: NCCL's default (ProcessGroupNCCL.hpp), not a
+            # warning that NCCL is not compiled.
+            for module in (c10d, torch.distributed.constants):
+                if getattr(module, "default_pg_nccl_timeout", 0) is None:
+                    module.default_pg_nccl_timeout = NCCL_DEFAULT_TIMEOUT
 
 
 def _nccl_version() -> tuple[int, ...]:

@@ -231,6 +231,16 @@ def _():
     return reduced(torch.bfloat16, [1.5 + rank], dist.ReduceOp.SUM).float()
 
 
+gloo = dist.new_group(backend="gloo")  # a group the user asked gloo for keeps gloo's rules, as on a GPU
+
+
+@case("gloo_group/all_gather_into_tensor_flat")
+def _():
+    out = full((world * 6,), -1.0)
+    dist.all_gather_into_tensor(out, x23, group=gloo)
+    return out
+
+
 dist.barrier()
 report({"rank": rank, "backend": str(dist.get_backend()), "results": results})
 dist.destroy_process_group()
