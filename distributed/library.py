@@ -24,6 +24,7 @@ serves the device anyway, groups.py); nothing changes where the device is not em
 
 import threading
 from datetime import timedelta
+from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
@@ -41,7 +42,7 @@ class _Options:
 
     def __init__(self, is_high_priority_stream: bool = False) -> None:
         self.is_high_priority_stream = is_high_priority_stream
-        self.config = None
+        self.config = SimpleNamespace()  # NCCL's ncclConfig_t fields, e.g. config.cga_cluster_size = 4
         self.global_ranks_in_group: list[int] = []
         self.group_name = ""
 

@@ -164,11 +164,11 @@ def test_accelerate_launch_multi_gpu_gathers_pads_and_compresses_gradients_in_bf
     output = run_launcher(
         [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
          "--dynamo_backend", "no", "--main_process_ip", "127.0.0.1", "--main_process_port", str(free_port()),
-         str(WORKERS / "accelerate_train.py")],
+         str(WORKERS / "accelerate_train.py"), str(tmp_path)],
         "accelerate launch", limit=240, TORCHPLUG_EMULATE="cuda", HF_HOME=str(tmp_path), OMP_NUM_THREADS="1")
-    ranks = sorted((json.loads(line) for line in output.splitlines() if line.startswith('{"rank"')),
-                   key=lambda r: r["rank"])
-    assert [r["rank"] for r in ranks] == [0, 1], output[-4000:]
+    written = sorted(tmp_path.glob("rank*.json"))
+    assert [p.name for p in written] == ["rank0.json", "rank1.json"], output[-4000:]
+    ranks = [json.loads(p.read_text()) for p in written]
     for r in ranks:
         assert (r["device"], r["backend"], r["distributed_type"]) == (f"cuda:{r['rank']}", "nccl",
                                                                        "DistributedType.MULTI_GPU")

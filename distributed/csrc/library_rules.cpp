@@ -112,8 +112,12 @@ class Call {
     if (op_ == "c10d::barrier" || op_ == "c10d::monitored_barrier_") {
       return {};
     }
-    const bool in_place_memory = on_flat_memory(op_);
-    for_each_argument([&](const at::Tensor& t) { check_tensor(t, in_place_memory); return t; });
+    const bool flat_memory = on_flat_memory(op_);
+    bool any_float8 = false;
+    visit_arguments([&](const at::Tensor& t) {
+      check_tensor(t, flat_memory);
+      any_float8 = any_float8 || is_float8(t.scalar_type());
+    });
     if (op_ == "c10d::_allgather_base_" || op_ == "c10d::allgather_into_tensor_coalesced_") {
       pair_by_element_count(/*gather=*/true);
     } else if (op_ == "c10d::_reduce_scatter_base_" || op_ == "c10d::reduce_scatter_tensor_coalesced_") {
@@ -121,7 +125,7 @@ class Call {
     }
     if (is_reduction(op_)) {
       reduce();
-    } else {  // data movement: fp8 travels as bytes, which gloo moves
+    } else if (any_float8) {  // data movement: fp8 travels as bytes, which gloo moves
       for_each_argument([&](const at::Tensor& t) {
         return is_float8(t.scalar_type()) ? alias(t, view_of(t, t.sizes(), t.strides(), at::kByte)) : t;
       });
@@ -145,6 +149,25 @@ class Call {
   void for_each_argument(const Map& map) {
     for (size_t i = first_; i < stack_.size(); ++i) {
       stack_[i] = map_tensors(stack_[i], map);
+    }
+  }
+
+  // Every tensor in `value` (a tensor, a list, a list of lists), in order.
+  template <typename Visit>
+  static void walk(const c10::IValue& value, const Visit& visit) {
+    if (value.isTensor()) {
+      visit(value.toTensor());
+    } else if (value.isList()) {
+      for (const c10::IValue& element : value.toListRef()) {
+        walk(element, visit);
+      }
+    }
+  }
+
+  template <typename Visit>
+  void visit_arguments(const Visit& visit) const {
+    for (size_t i = first_; i < stack_.size(); ++i) {
+      walk(stack_[i], visit);
     }
   }
 
@@ -202,7 +225,7 @@ class Call {
 
   static std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
     std::vector<at::Tensor> found;
-    map_tensors(value, [&](const at::Tensor& t) { found.push_back(t); return t; });
+    walk(value, [&](const at::Tensor& t) { found.push_back(t); });
     return found;
   }
 
@@ -212,7 +235,7 @@ class Call {
     const auto reduce_op = op_argument.toCustomClass<c10d::ReduceOp>();
     const c10d::ReduceOp::RedOpType kind = reduce_op->op_;
     std::set<at::ScalarType> dtypes;
-    for_each_argument([&](const at::Tensor& t) { dtypes.insert(t.scalar_type()); return t; });
+    visit_arguments([&](const at::Tensor& t) { dtypes.insert(t.scalar_type()); });
     TORCH_CHECK_VALUE(kind != c10d::ReduceOp::BAND && kind != c10d::ReduceOp::BOR && kind != c10d::ReduceOp::BXOR,
                       "Cannot use ReduceOp.", kind == c10d::ReduceOp::BAND ? "BAND" : kind == c10d::ReduceOp::BOR ? "BOR" : "BXOR",
                       " with ", label_, " (emulated ", label_, ": gloo would take it, the library does not)");

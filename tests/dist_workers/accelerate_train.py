@@ -3,14 +3,16 @@
 What GPU training scripts ask of the collectives: DDP with accelerate's bf16 communication hook,
 `accelerator.gather` (a flat all_gather_into_tensor output wherever the backend is not gloo) and
 `accelerator.pad_across_processes` (which gathers every rank's shape first). Each rank prints what
-it saw as JSON.
+it saw as JSON in <argv[1]>/rank<N>.json (the launcher merges the ranks' output streams).
 """
+
+import json
+import sys
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DDPCommunicationHookType, DistributedDataParallelKwargs
-
-from job import report
 
 accelerator = Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(comm_hook=DDPCommunicationHookType.BF16)])
 rank, device = accelerator.process_index, accelerator.device
@@ -31,7 +33,7 @@ for _ in range(4):
 gathered = accelerator.gather(torch.full((2, 3), float(rank), device=device))
 padded = accelerator.pad_across_processes(torch.full((rank + 1, 2), rank + 1.0, device=device), dim=0, pad_index=-1)
 weights = torch.cat([p.detach().flatten() for p in accelerator.unwrap_model(model).parameters()])
-report({
+Path(sys.argv[1], f"rank{rank}.json").write_text(json.dumps({
     "rank": rank, "device": str(device), "backend": accelerator.state.backend,
     "distributed_type": str(accelerator.distributed_type),
     "comm_hook": model._get_ddp_logging_data().get("comm_hook"),
@@ -39,5 +41,5 @@ report({
     "gathered": gathered.cpu().tolist(),
     "padded_gathered": accelerator.gather(padded).cpu().tolist(),
     "weights_everywhere_equal": bool(torch.equal(*accelerator.gather(weights[None]).cpu())),
-})
+}))
 accelerator.end_training()
