@@ -154,10 +154,15 @@ def test_ddp_comm_hooks_and_fsdp2_mixed_precision_train_as_on_the_cpu(tmp_path):
             torch.testing.assert_close(cuda[case][name], value, rtol=1e-5, atol=1e-6, msg=f"{case}: {name}")
 
 
-def test_accelerate_launch_multi_gpu_gathers_pads_and_compresses_gradients_in_bf16(tmp_path):
+@pytest.mark.parametrize("emulate, backend, distributed_type", [
+    pytest.param("cuda", "nccl", "MULTI_GPU", id="cuda"),
+    pytest.param("xpu", "xccl", "MULTI_XPU", id="xpu"),  # accelerate picks xccl only where it is available
+])
+def test_accelerate_launch_multi_gpu_gathers_pads_and_compresses_gradients_in_bf16(tmp_path, emulate, backend,
+                                                                                   distributed_type):
     """`accelerate launch --multi_gpu --num_processes 2` on emulated cuda: accelerate picks nccl and
     MULTI_GPU, registers DDP's bf16 compression hook, and gather / pad_across_processes (flat
-    all_gather_into_tensor outputs) give what they give on GPUs."""
+    all_gather_into_tensor outputs) give what they give on GPUs. Emulated xpu likewise, with xccl."""
     pytest.importorskip("accelerate", reason="HF accelerate is not installed (pip install './[test]' installs it)")
     launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert launcher, "accelerate's launcher is not beside this interpreter"
@@ -165,13 +170,13 @@ def test_accelerate_launch_multi_gpu_gathers_pads_and_compresses_gradients_in_bf
         [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
          "--dynamo_backend", "no", "--main_process_ip", "127.0.0.1", "--main_process_port", str(free_port()),
          str(WORKERS / "accelerate_train.py"), str(tmp_path)],
-        "accelerate launch", limit=240, TORCHPLUG_EMULATE="cuda", HF_HOME=str(tmp_path), OMP_NUM_THREADS="1")
+        "accelerate launch", limit=240, TORCHPLUG_EMULATE=emulate, HF_HOME=str(tmp_path), OMP_NUM_THREADS="1")
     written = sorted(tmp_path.glob("rank*.json"))
     assert [p.name for p in written] == ["rank0.json", "rank1.json"], output[-4000:]
     ranks = [json.loads(p.read_text()) for p in written]
     for r in ranks:
-        assert (r["device"], r["backend"], r["distributed_type"]) == (f"cuda:{r['rank']}", "nccl",
-                                                                       "DistributedType.MULTI_GPU")
+        assert (r["device"], r["backend"], r["distributed_type"]) == (f"{emulate}:{r['rank']}", backend,
+                                                                       f"DistributedType.{distributed_type}")
         assert r["comm_hook"] == "bf16_compress_hook"
         assert r["gathered"] == [[0.0] * 3, [0.0] * 3, [1.0] * 3, [1.0] * 3]
         assert r["padded_gathered"] == [[1.0, 1.0], [-1.0, -1.0], [2.0, 2.0], [2.0, 2.0]]
