@@ -21,4 +21,5 @@ class Collectives(BackendExtension):
         if attachment is not None and attachment.backend == backend.spec.name:
             from . import serve
 
-            serve(attachment.device_type, attachment.dispatch_key, backend.spec.profile.collectives)
+            profile = backend.spec.profile
+            serve(attachment.device_type, attachment.dispatch_key, profile.collectives, profile.collectives_version)

@@ -8,7 +8,9 @@ them: "xccl" becomes "cpu:torchplug,xpu:torchplug" (the CPU entry is where torch
 find gloo, see host_route.py). Only emulated device types are translated: CPU keeps gloo, and
 a device torch really drives keeps its native backend. The first group made routes the emulated
 types' c10d ops to gloo (host_route.py), whatever its backend (plain "gloo" serves emulated cuda
-as it serves real cuda). destroy_process_group first lets gloo's worker threads finish with the
+as it serves real cuda). A group that serves an emulated type with torchplug's backend stands for
+the device's library, so its collectives there follow that library's rules (NCCL's on cuda,
+library_rules.cpp); a "gloo" group keeps gloo's, as on a GPU. destroy_process_group first lets gloo's worker threads finish with the
 emulated devices' work (host_route.settle), then forgets the group's peers (peers.py).
 """
 
@@ -20,6 +22,7 @@ from torch.distributed import distributed_c10d as c10d
 
 from . import host_route, peers
 from .backend import NAME
+from .library import FOLLOWED
 
 
 def translate(backend: str, emulated: Collection[str], native: Mapping[str, str]) -> str:
@@ -39,6 +42,12 @@ def translate(backend: str, emulated: Collection[str], native: Mapping[str, str]
     else:
         devices = sorted(d for d in emulated if native.get(d) == text or text == NAME)
     return ",".join(f"{d}:{NAME}" for d in ["cpu", *devices]) if devices else text
+
+
+def served_by_us(backend: str) -> list[str]:
+    """The device types that a translated backend string hands to torchplug's backend."""
+    pairs = [pair.split(":", 1) for pair in str(backend).lower().split(",") if ":" in pair]
+    return [device.strip() for device, name in pairs if name.strip() == NAME and device.strip() != "cpu"]
 
 
 def _accelerator_type() -> str:
@@ -61,9 +70,13 @@ def install(emulated: Callable[[], dict[str, str]], native: Mapping[str, str]) -
             host_route.install(device_type, dispatch_key)
         translated = translate(backend, emulated(), native)
         group, store = create(group_size, group_rank, global_ranks_in_group, c10d.Backend(translated), *args, **kwargs)
-        if translated != str(backend).lower() and isinstance(group, ProcessGroup):
-            # torch sets a default backend only for single names or when NCCL is among them.
-            group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+        if isinstance(group, ProcessGroup):
+            if translated != str(backend).lower():
+                # torch sets a default backend only for single names or when NCCL is among them.
+                group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+            for device_type in served_by_us(translated):
+                if native.get(device_type) in FOLLOWED:  # the group stands for the device's library
+                    host_route.follow_library(group, device_type, native[device_type])
         return group, store
 
     @functools.wraps(destroy)

@@ -60,6 +60,12 @@ def install(device_type: str, dispatch_key: str) -> None:
         _installed.add(dispatch_key)
 
 
+def follow_library(group: "torch.distributed.ProcessGroup", device_type: str, library: str) -> None:
+    """Make `group`'s collectives on the emulated `device_type` follow `library`'s rules ("nccl",
+    "xccl"; csrc/library_rules.cpp) for as long as the group lives. Call after install()."""
+    torch.ops.torchplug_distributed.follow_library(group.boxed(), device_type, library)
+
+
 def settle() -> None:
     """Wait until gloo's worker threads have let go of every emulated device's collective work.
 

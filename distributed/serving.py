@@ -23,14 +23,16 @@ def emulated_types() -> dict[str, str]:
     return dict(_served)
 
 
-def serve(device_type: str, dispatch_key: str, native: str | None = None) -> None:
+def serve(device_type: str, dispatch_key: str, native: str | None = None,
+          version: tuple[int, ...] | None = None) -> None:
     """Make torch.distributed's usual backend names work on the emulated `device_type`: torchplug's,
-    and `native`, the collective library torch uses for the device natively (its profile's)."""
+    and `native`, the collective library torch uses for the device natively (its profile's), whose
+    rules the device's collectives then follow and whose availability and `version` torch reports."""
     # `device_type` is emulated: even a build with the real library (NCCL in a CUDA build) cannot
     # drive it, so the emulated route serves the library's name there too.
     if not dist.is_available():
         return
-    from . import backend, groups
+    from . import backend, ddp_hooks, groups, library
 
     with _lock:
         _served[device_type] = dispatch_key
@@ -38,9 +40,12 @@ def serve(device_type: str, dispatch_key: str, native: str | None = None) -> Non
             _native[device_type] = native
         dist.Backend.register_backend(NAME, backend.create, extended_api=True, devices=["cpu", *_served])
         # register_backend leaves devices that already have a default alone; this one's default
-        # (nccl/xccl) does not exist in this torch build, so ours takes its place.
+        # (nccl/xccl) cannot drive an emulated device, so ours takes its place.
         dist.Backend.default_device_backend_map[device_type] = NAME
         groups.install(lambda: _served, _native)
+        library.advertise(native, version)
+        if native == "nccl" and device_type == "cuda":
+            ddp_hooks.install()
 
 
 def collective_backend(device_type: str, mode: str) -> str:

@@ -54,6 +54,10 @@ class DeviceProfile:
     # The torch.distributed backend torch uses for the device natively ("nccl", "xccl"): on an
     # emulated device that name (and torchplug's) runs torchplug's gloo-backed collectives.
     collectives: str | None = None
+    # The version that library reports while emulated (torch.cuda.nccl.version() on emulated cuda and
+    # rocm, on a torch build without it). The emulated rules are a recent library's (AVG, PREMUL_SUM,
+    # fp8 reductions: NCCL 2.24+), so declare such a version.
+    collectives_version: tuple[int, ...] | None = None
     fidelity: TritonArch | None = None  # None: no Triton fidelity mode for this device
     launch: Any = None  # the torchplug.kernels LaunchConfig its Triton kernels are launched with, if any
     # Other models the emulated device can be, by TORCHPLUG_EMULATE_GPU=<model>; `shape` is the default.

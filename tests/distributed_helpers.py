@@ -104,7 +104,13 @@ def run_torchrun(script: Path, *args: str, nproc: int = 2, limit: float = 180.0,
     """`torchrun --nproc-per-node=<nproc> script args` on 127.0.0.1; its output. Killed whole after `limit` s."""
     command = [python, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                "--master-addr=127.0.0.1", f"--master-port={free_port()}", str(script), *args]
-    # A session of its own: on timeout the agent and every rank it started are killed together.
+    return run_launcher(command, f"torchrun {script.name}", limit, **env)
+
+
+def run_launcher(command: list[str], name: str, limit: float, **env: str) -> str:
+    """Run a launcher that starts the ranks itself (torchrun, accelerate launch); its output (stdout and
+    stderr). Killed whole after `limit` s; fails with the output if it exits non-zero."""
+    # A session of its own: on timeout the launcher and every rank it started are killed together.
     proc = subprocess.Popen(command, env=clean_env(**env), cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
@@ -112,7 +118,7 @@ def run_torchrun(script: Path, *args: str, nproc: int = 2, limit: float = 180.0,
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        raise AssertionError(f"torchrun {script.name} still running after {limit:.0f}s:\n{out[-6000:]}") from None
+        raise AssertionError(f"{name} still running after {limit:.0f}s:\n{out[-6000:]}") from None
     if proc.returncode != 0:
-        raise AssertionError(f"torchrun {script.name} exited {proc.returncode}:\n{out[-6000:]}")
+        raise AssertionError(f"{name} exited {proc.returncode}:\n{out[-6000:]}")
     return out

@@ -4,6 +4,11 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <ATen/core/stack.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,10 +41,22 @@ c10::IValue map_tensors(const c10::IValue& value, const Map& map) {
 c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases);
 
 // gloo's `work` over `hosts`, made to complete with the device tensors `aliases` maps them to and
-// to explain its failures; kept until gloo lets go of it (device_work.cpp). A work without a
-// future (send/recv) is returned unchanged: its wait() raises gloo's own error.
+// to explain its failures; kept until gloo lets go of it (device_work.cpp). `finish`, if set, runs
+// when gloo's work has succeeded, before anyone sees the result. A work without a future
+// (send/recv) is returned unchanged: its wait() raises gloo's own error.
 c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> hosts,
-                                           AliasMap aliases, std::string op, std::string group, int group_rank);
+                                           AliasMap aliases, std::string op, std::string group, int group_rank,
+                                           std::function<void()> finish = {});
+
+// The collective library ("nccl", "xccl") whose rules `group` follows on `type`, if any (library_rules.cpp).
+std::optional<std::string> library_of(const c10d::ProcessGroup& group, c10::DeviceType type);
+
+// Apply `library`'s rules to the call of `schema` whose arguments, host aliases already, start at
+// stack[first]: check it as the library would, rewrite it into one gloo runs (registering new host
+// tensors in `aliases` and `hosts`); returns what must run when gloo's work completes, if anything.
+std::function<void()> follow_library(const std::string& library, const c10::FunctionSchema& schema,
+                                     torch::jit::Stack& stack, size_t first, const c10d::ProcessGroup& group,
+                                     AliasMap& aliases, std::vector<at::Tensor>& hosts);
 
 // Register the C++ route (host_route.cpp) as c10d::`op`'s kernel for `dispatch_key`, the key of
 // the emulated `device_type`.

@@ -161,19 +161,24 @@ bool settle(double timeout_s) {
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> hosts,
-                                           AliasMap aliases, std::string op, std::string group, int group_rank) {
+                                           AliasMap aliases, std::string op, std::string group, int group_rank,
+                                           std::function<void()> finish) {
   c10::intrusive_ptr<c10::ivalue::Future> gloo_future;
   try {
     gloo_future = work->getFuture();
   } catch (const c10::Error&) {
+    TORCH_INTERNAL_ASSERT(!finish, op, ": gloo's work has no future to finish the emulated library's rules on");
     return work;
   }
   // The callback owns the host aliases until gloo has finished with them.
   auto future = gloo_future->then(
       [aliases = std::move(aliases), hosts = std::move(hosts), op = std::move(op), group = std::move(group),
-       group_rank](c10::ivalue::Future& done) -> c10::IValue {
+       group_rank, finish = std::move(finish)](c10::ivalue::Future& done) -> c10::IValue {
         if (done.hasError()) {
           C10_THROW_ERROR(DistBackendError, explain(op, group, group_rank, done.exception_ptr()));
+        }
+        if (finish) {
+          finish();
         }
         return to_device(done.value(), aliases);
       },

@@ -5,9 +5,10 @@
 // and a group without a backend for the device type. It then replaces every device tensor on the
 // stack by a CPU tensor over the same bytes, redispatches to the CPU kernel (which hands the
 // aliases to gloo), and puts the caller's device tensors back into the results, with gloo's Work
-// wrapped by device_work(). All in C++: the same steps in Python cost about 60 us a call. One case
-// goes to Python: an all_gather with outputs of different sizes, which NCCL and XCCL accept and
-// gloo does not (uneven_allgather.py).
+// wrapped by device_work(). All in C++: the same steps in Python cost about 60 us a call. A group
+// that stands for the device's collective library first gets the call checked and rewritten by
+// that library's rules (library_rules.cpp). One case goes to Python: an all_gather with outputs
+// of different sizes, which NCCL and XCCL accept and gloo does not (uneven_allgather.py).
 #include "collectives.h"
 
 #include <ATen/ATen.h>
@@ -123,8 +124,13 @@ class HostRoute final : public c10::OperatorKernel {
     const bool uneven = uneven_allgather(name, arguments);
     AliasMap aliases;
     std::vector<at::Tensor> hosts;
-    for (size_t i = stack->size() - num_arguments; i < stack->size(); ++i) {
+    const size_t first = stack->size() - num_arguments;
+    for (size_t i = first; i < stack->size(); ++i) {
       (*stack)[i] = to_host((*stack)[i], aliases, hosts);
+    }
+    std::function<void()> finish;
+    if (std::optional<std::string> library = library_of(*group, type_)) {
+      finish = follow_library(*library, op.schema(), *stack, first, *group, aliases, hosts);
     }
     if (uneven) {
       run_uneven_allgather(group, stack, num_arguments);
@@ -137,7 +143,7 @@ class HostRoute final : public c10::OperatorKernel {
       c10::IValue& result = (*stack)[i];
       if (is_class(result, work_type)) {
         result = c10::IValue(device_work(result.toCustomClass<c10d::Work>(), hosts, aliases, name,
-                                         group->getGroupName(), group->getRank()));
+                                         group->getGroupName(), group->getRank(), std::move(finish)));
       } else {
         result = to_device(result, aliases);
       }

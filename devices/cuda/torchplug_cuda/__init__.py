@@ -23,6 +23,7 @@ PROFILE = DeviceProfile(
     shape=models.A100,
     models=models.OTHERS,
     collectives="nccl",
+    collectives_version=(2, 30, 7),  # the NCCL of torch's CUDA 13 wheels
     fidelity=TritonArch("cuda", 80, 32),
     launch=LaunchConfig("cuda", warp_size=32, max_warps=16),
 )

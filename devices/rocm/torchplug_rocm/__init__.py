@@ -16,6 +16,7 @@ PROFILE = DeviceProfile(
     shape=models.MI300X,
     models=models.OTHERS,
     collectives="nccl",
+    collectives_version=(2, 27, 7),  # RCCL of ROCm 7.2
     fidelity=TritonArch("hip", "gfx942", 64),
     launch=LaunchConfig("rocm", warp_size=64, max_warps=16, elementwise_block=2048),
 )
