@@ -124,7 +124,9 @@ class DeviceModule:
         return self._exchange_device(index)
 
     def synchronize(self, device: Device = None) -> None:
-        self._index(device)  # validates; kernels already ran when they were issued
+        index = self._index(device)  # validates; kernels already ran when they were issued
+        if runtime.is_configured(self.type):
+            runtime.extension().graph_check_unsafe(self._key, index, f"torch.{self.type}.synchronize()")
 
     def get_device_name(self, device: Device = None) -> str:
         index = self._index(device)
@@ -189,7 +191,9 @@ class DeviceModule:
         return max(total - self.memory_allocated(index), 0), total
 
     def empty_cache(self) -> None:
-        """Nothing is cached: freed tensors return their memory at once."""
+        """Nothing is cached: freed tensors return their memory at once (graph pools keep theirs)."""
+        if runtime.is_configured(self.type):
+            runtime.extension().graph_check_unsafe(self._key, self.current_device(), f"torch.{self.type}.empty_cache()")
 
     # ---- random numbers -----------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:

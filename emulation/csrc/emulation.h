@@ -21,8 +21,13 @@ namespace at {
 class Generator;
 }  // namespace at
 
+namespace pybind11 {
+class module_;
+}  // namespace pybind11
+
 namespace c10 {
 struct StorageImpl;
+class Stream;
 class OperatorHandle;
 struct IValue;
 }  // namespace c10
@@ -85,6 +90,8 @@ bool adopt_block(c10::DataPtr& data, c10::Device device);
 void reset_peak(c10::Device device);
 // Storage.resize_ on an emulated device: a new block holding the old bytes that still fit.
 void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes);
+// Returns a block's memory to the system without touching statistics (a graph pool releasing it).
+void free_block_memory(void* data);
 
 // The device a CPU kernel's allocations are charged to, for the current thread (CPU: none).
 class ChargeTo {
@@ -137,6 +144,24 @@ void swap_cuda_hooks();
 void mute_cuda_hooks();
 // Which CUDA hooks torch uses now: "torch", "emulated" or "muted".
 std::string cuda_hooks_state();
+
+// ---- graphs.cpp ------------------------------------------------------------------------------
+// Graph capture: private memory pools for allocations on capturing streams, and the calls a GPU
+// refuses while a stream captures (torch.AcceleratorError with CUDA's error codes).
+bool pool_routing_active();  // cheap: whether any capture or pool route exists (allocator fast path)
+int64_t route_allocation(c10::Device device);  // the pool key to allocate from, 0 for none; may refuse
+size_t pool_block_capacity(size_t nbytes);
+void* take_pool_block(int64_t pool, size_t capacity);  // a freed block to reuse, or nullptr
+void note_pool_block(int64_t pool, void* data, size_t capacity, bool allocated);
+bool keep_pool_block(int64_t pool, void* data, size_t capacity);  // false: free it for real
+void graph_check_host_read(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
+void graph_check_device_sync(c10::Device device);
+void graph_check_stream(const c10::Stream& stream, const char* what);
+void graph_check_event(void* event, c10::DeviceType type, const char* what);
+void graph_note_event_record(void* event, const c10::Stream& stream);
+void graph_note_event_block(void* event, const c10::Stream& stream);
+void graph_forget_event(void* event);
+void bind_graphs(pybind11::module_& m);
 
 // ---- rng.cpp ---------------------------------------------------------------------------------
 void create_generators(c10::DeviceType type, int count);
