@@ -6,14 +6,17 @@ calls kernels without streams (wrapper.py), Dynamo needs a device interface (dev
 and Inductor must treat the device type as host memory (patches.py).
 """
 
+import functools
+import hashlib
 import warnings
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from .. import TorchplugWarning
 from .emulated import EmulatedTarget
 
-VERSION = 1  # bump when the generated code changes: it joins Inductor's cache key
+VERSION = 2  # bump when the generated code changes: it joins Inductor's cache key
 
 
 class HostCppTarget(EmulatedTarget):
@@ -22,7 +25,7 @@ class HostCppTarget(EmulatedTarget):
     name = "host-cpp (emulated)"
 
     def uuid(self) -> Hashable:
-        return ("torchplug-host-cpp", VERSION, self.device_type)
+        return ("torchplug-host-cpp", VERSION, self.device_type, _wrapper_digest())
 
     def prepare(self, module: Any) -> tuple[Any, Any, Any]:
         from torch._inductor.codegen.cpp import CppScheduling
@@ -39,8 +42,11 @@ class HostCppTarget(EmulatedTarget):
 def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
     """Run Inductor's `compile_fx`, adjusted where a graph's inputs live on an emulated device.
 
-    CUDA graphs (mode="reduce-overhead" / "max-autotune") need a real GPU: the graph compiles
-    without them, with a warning.
+    CUDA graphs (mode="reduce-overhead" / "max-autotune"): emulated cuda has them
+    (emulation/graphs.py), so Inductor wraps the compiled graph in one as on a GPU, without graph
+    partitions: partitioning treats a host-memory device's kernels as CPU work and splits every one
+    out, which would leave nothing to graph. Inductor graphs only 'cuda'; on other emulated devices
+    the graph compiles without them, with a warning.
     """
     import torch
     from torch._inductor import config
@@ -53,14 +59,28 @@ def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any
         return compile_fx(model, example_inputs, *args, **kwargs)
     patches = dict(kwargs.get("config_patches") or {})
     if patches.get("triton.cudagraphs", config.triton.cudagraphs):
-        _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: an emulated "
-              "device has no graphs to capture (mode='reduce-overhead' and 'max-autotune' ask for them)")
-        kwargs["config_patches"] = {**patches, "triton.cudagraphs": False}
+        if host == ["cuda"]:
+            if patches.get("graph_partition", config.graph_partition):  # compile_fx applies the patch and calls again
+                kwargs["config_patches"] = {**patches, "graph_partition": False}
+        else:
+            _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: Inductor "
+                  "captures CUDA graphs for 'cuda' devices only (mode='reduce-overhead' and 'max-autotune' ask "
+                  "for them)")
+            kwargs["config_patches"] = {**patches, "triton.cudagraphs": False}
     return compile_fx(model, example_inputs, *args, **kwargs)
 
 
 def _warn(message: str) -> None:
     warnings.warn(f"torchplug: {message}", TorchplugWarning, stacklevel=3)
+
+
+@functools.cache
+def _wrapper_digest() -> str:
+    """The wrapper code's source joins the cache key too: a graph cached by another torchplug (another
+    checkout on the machine) may call the runtime differently."""
+    from . import wrapper
+
+    return hashlib.sha256(Path(wrapper.__file__).read_bytes()).hexdigest()[:16]
 
 
 class RefusedCppWrapper:

@@ -1,7 +1,8 @@
 """Inductor's Python wrappers for emulated devices: buffers on the device, kernels without streams.
 
 An emulated device's memory is host memory. The host target calls Inductor's C++ kernels with host
-pointers (`HostWrapperCodegen`); the fidelity mode calls Inductor's Triton kernels, which run under
+pointers, through the emulated runtime's `launch_host_kernel` so that a CUDA graph capture records
+them (`HostWrapperCodegen`); the fidelity mode calls Inductor's Triton kernels, which run under
 Triton's interpreter (`InterpretedWrapperCodegen`). Both allocate through torch's dispatcher:
 torch's fast paths (`empty_strided_cuda`, ...) would ask a CPU-only torch for real GPU memory.
 """
@@ -25,12 +26,27 @@ class _DeviceAllocation:
 
 
 class _HostKernelCalls(_DeviceAllocation):
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.splice("from torchplug.emulation.graph_capture import launch_host_kernel")
+
     def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                      triton: bool = True, **kwargs: Any) -> None:
         device = device or V.graph.get_current_device_or_throw()
         if triton or device.type == "cpu":
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
-        self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # host code: no stream to pass
+        # Host code: no stream to pass. The launch goes through the emulated runtime, which records it
+        # while a CUDA graph captures (emulation/graph_capture.py), with the arguments the kernel writes.
+        types = kwargs.get("arg_types")
+        writes = None if types is None else tuple(i for i, t in enumerate(types) if _writes(t))
+        launch = [kernel_name, repr(kernel_name), repr(writes), *call_args]
+        self.writeline(self.wrap_kernel_call("launch_host_kernel", launch))
+
+
+def _writes(arg_type: Any) -> bool:
+    """Whether a C++ kernel argument of this type is written: a pointer that is not const."""
+    text = str(arg_type).strip()
+    return text.endswith("*") and not text.startswith("const ")
 
 
 def _wrapper_classes(mixin: type, name: str) -> type:

@@ -10,9 +10,10 @@ runtime's fallback and per-op kernels) and the host kernels Inductor generates, 
   are); other ops run as usual. Inductor's generated code reports its kernel launches through
   `launch_host_kernel`.
 * A recorded op still runs, since its results' shapes and the Python code after it depend on it.
-  What it wrote into memory that existed before the capture (parameters an optimizer step updates,
-  a buffer a copy fills) is put back when the capture ends, and so is the device's random
-  generator: as on a GPU, only replays take effect.
+  What it wrote into memory that held data when the capture began (parameters an optimizer step
+  updates, a buffer a copy fills, an input freed during the capture whose block a result reuses)
+  is put back when the capture ends, and so is the device's random generator: as on a GPU, only
+  replays take effect.
 * Recorded tensors become non-owning views of the memory they used. The graph's own allocations come
   from its private pool, which keeps them reserved (csrc/graphs.cpp); memory from elsewhere must
   still belong to the same storage at replay, which refuses to read freed memory where a GPU would
@@ -199,14 +200,11 @@ class OpNode:
 class KernelNode:
     """A host kernel Inductor generated: called again with the same buffers."""
 
-    __slots__ = ("kernel", "args", "reads", "writes")
+    __slots__ = ("kernel", "name", "args", "reads", "writes")
 
-    def __init__(self, kernel: Callable[..., Any], args: list[Any], refs: list[Ref]) -> None:
-        self.kernel, self.args, self.reads, self.writes = kernel, args, refs, refs
-
-    @property
-    def name(self) -> str:
-        return getattr(self.kernel, "__name__", None) or repr(self.kernel)
+    def __init__(self, kernel: Callable[..., Any], name: str, args: list[Any], reads: list[Ref],
+                 writes: list[Ref]) -> None:
+        self.kernel, self.name, self.args, self.reads, self.writes = kernel, name, args, reads, writes
 
     def bind(self) -> None:
         self.args = [_tensor_of(a) if isinstance(a, Ref) else a for a in self.args]
@@ -295,7 +293,8 @@ class Recording:
         self.nodes: list[Any] = []
         self.pools_read: set[tuple[int, int]] = set()
         self._refs: dict[tuple, Ref] = {}
-        self._born: set[int] = set()  # storages first written in this capture: nothing to put back
+        # Blocks of the capture's pool that were allocated when it began: the rest held no data then.
+        self._live_at_start = set(runtime.extension().graph_checkpoint(pool)[1])
         self._saved: dict[int, tuple[Any, bytes]] = {}  # pointer -> (owner kept alive, bytes before the capture)
         self._generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         self._rng_state = _module(device).get_rng_state(device.index)
@@ -314,17 +313,13 @@ class Recording:
                 self._generators[id(generator)] = (generator, generator.get_state())
         out = func(*args, **kwargs)
         outputs = tree_leaves(out)
-        if func.is_view:
-            return out
-        if name in _NOT_REPLAYED:  # fresh, uninitialized memory
-            self._born.update(t.untyped_storage().data_ptr() for t in outputs if isinstance(t, torch.Tensor))
+        if func.is_view or name in _NOT_REPLAYED:
             return out
         read_storages = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
                          if isinstance(t, torch.Tensor)}
         targets = []
         for index, t in enumerate(outputs):
             if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in read_storages:
-                self._born.add(t.untyped_storage().data_ptr())
                 targets.append((index, self.ref(t, output=True)))
         if not targets and not written:
             return out  # a view the schema does not declare, or a query: nothing to run again
@@ -335,20 +330,21 @@ class Recording:
         self.nodes.append(OpNode(func, refs[0], refs[1], targets, reads, writes))
         return out
 
-    def kernel(self, kernel: Callable[..., Any], args: tuple) -> Any:
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        for t in tensors:  # which arguments a kernel writes is not known here: save every one
+    def kernel(self, kernel: Callable[..., Any], name: str, writes: tuple[int, ...] | None, args: tuple) -> Any:
+        written = [a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and (writes is None or i in writes)]
+        for t in written:
             self._save_tensor(t)
         result = kernel(*args)
         recorded = [self.ref(a, output=True) if isinstance(a, torch.Tensor) else a for a in args]
-        self.nodes.append(KernelNode(kernel, recorded, [r for r in recorded if isinstance(r, Ref)]))
+        refs = [r for r in recorded if isinstance(r, Ref)]
+        self.nodes.append(KernelNode(kernel, name, recorded, refs, [r for i, r in enumerate(recorded)
+                                                             if isinstance(r, Ref) and (writes is None or i in writes)]))
         return result
 
     def replay(self, program: Program) -> None:
         """Another graph replayed on this capturing stream: recorded as a child graph."""
         for ref in program.written():
-            if ref.ptr and ref.ptr not in self._born:
-                self._save(ref.ptr, ref.nbytes, program)
+            self._save(ref.ptr, ref.nbytes, program)
         program.run()
         self.nodes.append(ReplayNode(program))
 
@@ -377,8 +373,14 @@ class Recording:
         self._save(storage.data_ptr(), storage.nbytes(), storage)
 
     def _save(self, ptr: int, nbytes: int, owner: Any) -> None:
-        if ptr and ptr not in self._born and ptr not in self._saved:
-            self._saved[ptr] = (owner, ctypes.string_at(ptr, nbytes))
+        """Keep the bytes at `ptr` from before this capture's first write there. Blocks of the capture's
+        pool that were free when it began held no data (csrc/graphs.cpp keeps, when one that held data
+        is freed during the capture, what it held)."""
+        if not ptr or ptr in self._saved:
+            return
+        if ptr not in self._live_at_start and runtime.extension().graph_pointer_pool(ptr) == self.pool:
+            return
+        self._saved[ptr] = (owner, ctypes.string_at(ptr, nbytes))
 
     # ---- the end -----------------------------------------------------------------------------
     def finish(self) -> Program:
@@ -471,12 +473,12 @@ def stop(recording: Recording) -> None:
         recorder.__exit__(None, None, None)
 
 
-def launch_host_kernel(kernel: Callable[..., Any], *args: Any) -> Any:
-    """How Inductor's generated code for an emulated device calls its host kernels (codegen/wrapper.py):
-    a kernel launched on a capturing stream is recorded."""
+def launch_host_kernel(kernel: Callable[..., Any], name: str, writes: tuple[int, ...] | None, *args: Any) -> Any:
+    """How Inductor's generated code for an emulated device calls a host kernel (codegen/wrapper.py):
+    one launched on a capturing stream is recorded. `writes`: which arguments it writes (None: unknown)."""
     if _recordings and not getattr(_local, "replaying", 0):
         device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.device.type in GRAPH_KEYS), None)
         recording = recording_for(device) if device is not None else None
         if recording is not None:
-            return recording.kernel(kernel, args)
+            return recording.kernel(kernel, name, writes, args)
     return kernel(*args)

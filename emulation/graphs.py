@@ -256,5 +256,9 @@ def install(module: Any) -> None:
         if attr != name:
             setattr(torch._C, attr, value)  # other torch modules call the bindings by these names
     setattr(package, name, cls)
+    if device_type == "cuda":
+        from .graph_trees import install as install_inductor_bindings
+
+        install_inductor_bindings()
     if not hasattr(torch._C, "_host_emptyCache"):  # torch.cuda.graph calls it; host memory has no cache
         torch._C._host_emptyCache = lambda: None

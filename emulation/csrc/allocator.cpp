@@ -107,13 +107,16 @@ void free_block(void* data) {
     return;
   }
   Header* h = header_of(data);
+  const PoolFree pooled = h->pool != 0 ? keep_pool_block(h->pool, data, h->capacity) : PoolFree::kRelease;
+  if (pooled == PoolFree::kAlreadyFree) {
+    return;  // its graph pool took it back already (a cudagraph-trees checkpoint restore)
+  }
   if (h->type >= 0) {
     refund(c10::Device(static_cast<c10::DeviceType>(h->type), h->index), static_cast<int64_t>(h->nbytes));
   }
-  if (h->pool != 0 && keep_pool_block(h->pool, data, h->capacity)) {
-    return;  // still reserved: a graph replays into it, or the pool's next allocation reuses it
-  }
-  release_memory(h);
+  if (pooled == PoolFree::kRelease) {
+    release_memory(h);
+  }  // else still reserved: a graph replays into it, or the pool's next allocation reuses it
 }
 
 void* raw_block(size_t capacity, c10::Device charged_to, bool charged, bool& from_original) {
@@ -290,6 +293,20 @@ ChargeTo::~ChargeTo() {
 
 void free_block_memory(void* data) {
   release_memory(header_of(data));
+}
+
+c10::DeleterFnPtr block_deleter() {
+  return &free_block;
+}
+
+void charge_block(void* data, bool allocated) {
+  Header* h = header_of(data);
+  const c10::Device device(static_cast<c10::DeviceType>(h->type), h->index);
+  if (allocated) {
+    charge(device, static_cast<int64_t>(h->nbytes));
+  } else {
+    refund(device, static_cast<int64_t>(h->nbytes));
+  }
 }
 
 void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes) {

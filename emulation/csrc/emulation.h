@@ -92,6 +92,8 @@ void reset_peak(c10::Device device);
 void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes);
 // Returns a block's memory to the system without touching statistics (a graph pool releasing it).
 void free_block_memory(void* data);
+c10::DeleterFnPtr block_deleter();  // what frees the blocks of the emulated allocator
+void charge_block(void* data, bool allocated);  // statistics only: the block is taken (true) or given back
 
 // The device a CPU kernel's allocations are charged to, for the current thread (CPU: none).
 class ChargeTo {
@@ -153,7 +155,8 @@ int64_t route_allocation(c10::Device device);  // the pool key to allocate from,
 size_t pool_block_capacity(size_t nbytes);
 void* take_pool_block(int64_t pool, size_t capacity);  // a freed block to reuse, or nullptr
 void note_pool_block(int64_t pool, void* data, size_t capacity, bool allocated);
-bool keep_pool_block(int64_t pool, void* data, size_t capacity);  // false: free it for real
+enum class PoolFree { kKept, kRelease, kAlreadyFree };
+PoolFree keep_pool_block(int64_t pool, void* data, size_t capacity);  // kRelease: free it for real
 void graph_check_host_read(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
 void graph_check_device_sync(c10::Device device);
 void graph_check_stream(const c10::Stream& stream, const char* what);

@@ -20,10 +20,12 @@
 #include <ATen/core/stack.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/Stream.h>
+#include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -65,6 +67,10 @@ struct Capture {
   Mode mode = Mode::kGlobal;
   int64_t pool = 0;             // key into g_pools
   std::string error;            // why the capture was invalidated; empty while it is valid
+  // Pool blocks allocated when the capture began, and what those freed during it held then: a GPU
+  // capture runs nothing, so capture_end puts that back when a later allocation reused the block.
+  std::set<uintptr_t> live_at_start;
+  std::map<uintptr_t, std::string> held;
 };
 
 struct ThreadRoute {
@@ -81,7 +87,12 @@ struct EventTag {
 std::mutex g_graph_mutex;
 std::map<int64_t, Pool> g_pools;
 std::map<PoolId, int64_t> g_pool_keys;
-std::map<uintptr_t, std::pair<size_t, int64_t>> g_blocks;  // pool block -> (capacity, pool key)
+struct Block {
+  size_t capacity;
+  int64_t pool;
+  bool allocated;
+};
+std::map<uintptr_t, Block> g_blocks;  // every block a pool reserves
 std::map<int64_t, Capture> g_captures;
 std::vector<ThreadRoute> g_routes;
 std::unordered_map<void*, EventTag> g_events;
@@ -286,13 +297,14 @@ void* take_pool_block(int64_t key, size_t capacity) {
   }
   void* data = found->second;
   pool.free_blocks.erase(found);
+  g_blocks.at(reinterpret_cast<uintptr_t>(data)).allocated = true;
   return data;
 }
 
 void note_pool_block(int64_t key, void* data, size_t capacity, bool allocated) {
   std::lock_guard<std::mutex> lock(g_graph_mutex);
   if (allocated) {
-    g_blocks[reinterpret_cast<uintptr_t>(data)] = {capacity, key};
+    g_blocks[reinterpret_cast<uintptr_t>(data)] = {capacity, key, true};
     return;
   }
   auto found = g_pools.find(key);  // the allocation failed: undo take_pool_block's count
@@ -301,20 +313,33 @@ void note_pool_block(int64_t key, void* data, size_t capacity, bool allocated) {
   }
 }
 
-bool keep_pool_block(int64_t key, void* data, size_t capacity) {
+PoolFree keep_pool_block(int64_t key, void* data, size_t capacity) {
   std::lock_guard<std::mutex> lock(g_graph_mutex);
+  auto block = g_blocks.find(reinterpret_cast<uintptr_t>(data));
+  if (block != g_blocks.end() && !block->second.allocated) {
+    return PoolFree::kAlreadyFree;
+  }
   auto found = g_pools.find(key);
   if (found != g_pools.end()) {
     Pool& pool = found->second;
     --pool.live;
-    if (pool.uses > 0) {
+    if (pool.uses > 0 && block != g_blocks.end()) {
+      const uintptr_t ptr = reinterpret_cast<uintptr_t>(data);
+      for (auto& [id, capture] : g_captures) {
+        if (capture.pool == key && capture.live_at_start.count(ptr) && !capture.held.count(ptr)) {
+          capture.held.emplace(ptr, std::string(static_cast<const char*>(data), capacity));
+        }
+      }
       pool.free_blocks.emplace(capacity, data);
-      return true;
+      block->second.allocated = false;
+      return PoolFree::kKept;
     }
     erase_if_unused(key);
   }
-  g_blocks.erase(reinterpret_cast<uintptr_t>(data));
-  return false;
+  if (block != g_blocks.end()) {
+    g_blocks.erase(block);
+  }
+  return PoolFree::kRelease;
 }
 
 // ---- the fallback's side (fallback.cpp) ------------------------------------------------------
@@ -445,6 +470,11 @@ void bind_graphs(py::module_& m) {
     capture.thread = std::this_thread::get_id();
     capture.mode = static_cast<Mode>(mode);
     capture.pool = pool_acquire(device, pool);
+    for (const auto& [ptr, block] : g_blocks) {
+      if (block.pool == capture.pool && block.allocated) {
+        capture.live_at_start.insert(ptr);
+      }
+    }
     const int64_t id = g_next_capture++;
     capture.id = id;
     g_captures.emplace(id, std::move(capture));
@@ -459,6 +489,9 @@ void bind_graphs(py::module_& m) {
     Capture capture = std::move(found->second);
     g_captures.erase(found);
     g_graph_active.fetch_sub(1);
+    for (const auto& [ptr, bytes] : capture.held) {
+      std::memcpy(reinterpret_cast<void*>(ptr), bytes.data(), bytes.size());
+    }
     for (auto it = g_events.begin(); it != g_events.end();) {
       it = it->second.capture == id ? g_events.erase(it) : std::next(it);
     }
@@ -534,10 +567,11 @@ void bind_graphs(py::module_& m) {
       return std::nullopt;
     }
     auto block = std::prev(next);
-    if (ptr >= block->first + block->second.first) {
+    if (ptr >= block->first + block->second.capacity) {
       return std::nullopt;
     }
-    return g_pools.at(block->second.second).id;
+    auto pool = g_pools.find(block->second.pool);
+    return pool == g_pools.end() ? std::nullopt : std::optional<PoolId>(pool->second.id);
   });
   // (blocks in use, bytes kept free for reuse) of a pool, or None once it is gone.
   m.def("graph_pool_state", [](PoolId pool) -> std::optional<std::pair<int64_t, int64_t>> {
@@ -579,6 +613,107 @@ void bind_graphs(py::module_& m) {
       return 0;
     }
     return reinterpret_cast<uintptr_t>(impl->data_ptr().get());
+  });
+  // ---- what Inductor's cudagraph trees ask of the CUDA caching allocator (graph_trees.py) ----
+  // A pool's state: the blocks allocated in it now.
+  m.def("graph_checkpoint", [](PoolId pool) {
+    std::lock_guard<std::mutex> lock(g_graph_mutex);
+    const int64_t key = pool_key(pool);
+    TORCH_CHECK(key != 0, "graph memory pool (", pool.first, ", ", pool.second, ") does not exist");
+    std::vector<uintptr_t> allocated;
+    for (const auto& [ptr, block] : g_blocks) {
+      if (block.pool == key && block.allocated) {
+        allocated.push_back(ptr);
+      }
+    }
+    return std::make_pair(pool, allocated);
+  });
+  // Sets the pool back to a checkpoint: blocks allocated since are freed into the pool, blocks it
+  // had allocated are taken again and handed to the live storages that point at them (their
+  // deleters give the block back when they die); `stale` storages lose their deleters.
+  m.def("graph_set_checkpoint", [](std::pair<PoolId, std::vector<uintptr_t>> state, const std::vector<uintptr_t>& stale,
+                                   const std::vector<uintptr_t>& add_deleters) {
+    std::set<uintptr_t> freed;
+    std::set<uintptr_t> taken;
+    c10::Device device(c10::DeviceType::CPU);
+    {
+      std::lock_guard<std::mutex> lock(g_graph_mutex);
+      const int64_t key = pool_key(state.first);
+      TORCH_CHECK(key != 0, "graph memory pool (", state.first.first, ", ", state.first.second, ") does not exist");
+      Pool& pool = g_pools.at(key);
+      device = pool.device;
+      const std::set<uintptr_t> wanted(state.second.begin(), state.second.end());
+      for (auto& [ptr, block] : g_blocks) {
+        if (block.pool != key || block.allocated == (wanted.count(ptr) > 0)) {
+          continue;
+        }
+        void* data = reinterpret_cast<void*>(ptr);
+        if (block.allocated) {
+          block.allocated = false;
+          --pool.live;
+          pool.free_blocks.emplace(block.capacity, data);
+          charge_block(data, false);
+          freed.insert(ptr);
+        } else {
+          for (auto it = pool.free_blocks.begin(); it != pool.free_blocks.end(); ++it) {
+            if (it->second == data) {
+              pool.free_blocks.erase(it);
+              break;
+            }
+          }
+          block.allocated = true;
+          ++pool.live;
+          charge_block(data, true);
+          taken.insert(ptr);
+        }
+      }
+    }
+    for (uintptr_t cdata : stale) {
+      auto* impl = reinterpret_cast<c10::StorageImpl*>(cdata);
+      if (freed.count(reinterpret_cast<uintptr_t>(impl->data_ptr().get()))) {
+        static_cast<void>(impl->mutable_data_ptr().compare_exchange_deleter(block_deleter(), c10::detail::deleteNothing));
+      }
+    }
+    for (uintptr_t cdata : add_deleters) {
+      auto* impl = reinterpret_cast<c10::StorageImpl*>(cdata);
+      void* data = impl->data_ptr().get();
+      if (taken.erase(reinterpret_cast<uintptr_t>(data))) {
+        impl->set_data_ptr_noswap(c10::DataPtr(data, data, block_deleter(), device));
+      }
+    }
+    for (uintptr_t ptr : taken) {  // checkpointed blocks no live storage points at: free again
+      block_deleter()(reinterpret_cast<void*>(ptr));
+    }
+  });
+  m.def("graph_raw_delete", [](uintptr_t ptr) { block_deleter()(reinterpret_cast<void*>(ptr)); });
+  // Whether the pool's allocated blocks are exactly `ptrs`.
+  m.def("graph_pool_live_equals", [](PoolId pool, const std::set<uintptr_t>& ptrs) {
+    std::lock_guard<std::mutex> lock(g_graph_mutex);
+    const int64_t key = pool_key(pool);
+    std::set<uintptr_t> allocated;
+    for (const auto& [ptr, block] : g_blocks) {
+      if (block.pool == key && block.allocated) {
+        allocated.insert(ptr);
+      }
+    }
+    return allocated == ptrs;
+  });
+  m.def("graph_has_block_deleter", [](uintptr_t cdata) {
+    return reinterpret_cast<c10::StorageImpl*>(cdata)->data_ptr().get_deleter() == block_deleter();
+  });
+  m.def("graph_free_and_remove_deleter", [](uintptr_t cdata) {
+    auto* impl = reinterpret_cast<c10::StorageImpl*>(cdata);
+    void* data = impl->data_ptr().get();
+    TORCH_CHECK(impl->mutable_data_ptr().compare_exchange_deleter(block_deleter(), c10::detail::deleteNothing),
+                "Expected standard deleter");
+    block_deleter()(data);
+  });
+  // Later use of the tensor (its TensorImpl*) or storage (StorageImpl*) raises `message`.
+  m.def("graph_poison_tensor", [](uintptr_t impl, const std::string& message) {
+    reinterpret_cast<c10::TensorImpl*>(impl)->release_storage_and_set_meta_custom_data_ptr_error_msg_(message);
+  });
+  m.def("graph_poison_storage", [](uintptr_t impl, const std::string& message) {
+    reinterpret_cast<c10::StorageImpl*>(impl)->release_data_and_set_meta_custom_data_ptr_error_msg_(message);
   });
   // While replaying, results computed on the way are not graph allocations and nothing is refused.
   m.def("graph_bypass", [](bool on) { t_bypass += on ? 1 : -1; });
