@@ -6,11 +6,8 @@ calls kernels without streams (wrapper.py), Dynamo needs a device interface (dev
 and Inductor must treat the device type as host memory (patches.py).
 """
 
-import functools
-import hashlib
 import warnings
 from collections.abc import Hashable
-from pathlib import Path
 from typing import Any
 
 from .. import TorchplugWarning
@@ -25,7 +22,9 @@ class HostCppTarget(EmulatedTarget):
     name = "host-cpp (emulated)"
 
     def uuid(self) -> Hashable:
-        return ("torchplug-host-cpp", VERSION, self.device_type, _wrapper_digest())
+        from .wrapper import source_digest
+
+        return ("torchplug-host-cpp", VERSION, self.device_type, source_digest())
 
     def prepare(self, module: Any) -> tuple[Any, Any, Any]:
         from torch._inductor.codegen.cpp import CppScheduling
@@ -72,15 +71,6 @@ def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any
 
 def _warn(message: str) -> None:
     warnings.warn(f"torchplug: {message}", TorchplugWarning, stacklevel=3)
-
-
-@functools.cache
-def _wrapper_digest() -> str:
-    """The wrapper code's source joins the cache key too: a graph cached by another torchplug (another
-    checkout on the machine) may call the runtime differently."""
-    from . import wrapper
-
-    return hashlib.sha256(Path(wrapper.__file__).read_bytes()).hexdigest()[:16]
 
 
 class RefusedCppWrapper:

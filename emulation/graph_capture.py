@@ -200,17 +200,18 @@ class OpNode:
 class KernelNode:
     """A host kernel Inductor generated: called again with the same buffers."""
 
-    __slots__ = ("kernel", "name", "args", "reads", "writes")
+    __slots__ = ("kernel", "name", "args", "kwargs", "reads", "writes")
 
-    def __init__(self, kernel: Callable[..., Any], name: str, args: list[Any], reads: list[Ref],
+    def __init__(self, kernel: Callable[..., Any], name: str, args: list[Any], kwargs: dict, reads: list[Ref],
                  writes: list[Ref]) -> None:
-        self.kernel, self.name, self.args, self.reads, self.writes = kernel, name, args, reads, writes
+        self.kernel, self.name, self.args, self.kwargs = kernel, name, args, kwargs
+        self.reads, self.writes = reads, writes
 
     def bind(self) -> None:
         self.args = [_tensor_of(a) if isinstance(a, Ref) else a for a in self.args]
 
     def run(self) -> None:
-        self.kernel(*self.args)
+        self.kernel(*self.args, **self.kwargs)
 
 
 class ReplayNode:
@@ -330,15 +331,17 @@ class Recording:
         self.nodes.append(OpNode(func, refs[0], refs[1], targets, reads, writes))
         return out
 
-    def kernel(self, kernel: Callable[..., Any], name: str, writes: tuple[int, ...] | None, args: tuple) -> Any:
+    def kernel(self, kernel: Callable[..., Any], name: str, writes: tuple[int, ...] | None, args: tuple,
+               kwargs: dict) -> Any:
         written = [a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and (writes is None or i in writes)]
         for t in written:
             self._save_tensor(t)
-        result = kernel(*args)
+        with _bypass():  # one kernel: what it does inside (Triton's interpreter copies to host) is its own
+            result = kernel(*args, **kwargs)
         recorded = [self.ref(a, output=True) if isinstance(a, torch.Tensor) else a for a in args]
         refs = [r for r in recorded if isinstance(r, Ref)]
-        self.nodes.append(KernelNode(kernel, name, recorded, refs, [r for i, r in enumerate(recorded)
-                                                             if isinstance(r, Ref) and (writes is None or i in writes)]))
+        written_refs = [r for i, r in enumerate(recorded) if isinstance(r, Ref) and (writes is None or i in writes)]
+        self.nodes.append(KernelNode(kernel, name, recorded, kwargs, refs, written_refs))
         return result
 
     def replay(self, program: Program) -> None:
@@ -473,12 +476,13 @@ def stop(recording: Recording) -> None:
         recorder.__exit__(None, None, None)
 
 
-def launch_host_kernel(kernel: Callable[..., Any], name: str, writes: tuple[int, ...] | None, *args: Any) -> Any:
-    """How Inductor's generated code for an emulated device calls a host kernel (codegen/wrapper.py):
-    one launched on a capturing stream is recorded. `writes`: which arguments it writes (None: unknown)."""
+def launch_host_kernel(kernel: Callable[..., Any], name: str, writes: tuple[int, ...] | None, *args: Any,
+                       **kwargs: Any) -> Any:
+    """How Inductor's generated code for an emulated device launches a kernel (codegen/wrapper.py): one
+    launched on a capturing stream is recorded. `writes`: which arguments it writes (None: unknown)."""
     if _recordings and not getattr(_local, "replaying", 0):
         device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.device.type in GRAPH_KEYS), None)
         recording = recording_for(device) if device is not None else None
         if recording is not None:
-            return recording.kernel(kernel, name, writes, args)
-    return kernel(*args)
+            return recording.kernel(kernel, name, writes, args, kwargs)
+    return kernel(*args, **kwargs)

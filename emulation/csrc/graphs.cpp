@@ -25,6 +25,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -686,8 +687,8 @@ void bind_graphs(py::module_& m) {
     }
   });
   m.def("graph_raw_delete", [](uintptr_t ptr) { block_deleter()(reinterpret_cast<void*>(ptr)); });
-  // Whether the pool's allocated blocks are exactly `ptrs`.
-  m.def("graph_pool_live_equals", [](PoolId pool, const std::set<uintptr_t>& ptrs) {
+  // Whether the pool's allocated blocks are exactly `ptrs` (with `subset`: some of them).
+  m.def("graph_pool_live_equals", [](PoolId pool, const std::set<uintptr_t>& ptrs, bool subset) {
     std::lock_guard<std::mutex> lock(g_graph_mutex);
     const int64_t key = pool_key(pool);
     std::set<uintptr_t> allocated;
@@ -696,7 +697,7 @@ void bind_graphs(py::module_& m) {
         allocated.insert(ptr);
       }
     }
-    return allocated == ptrs;
+    return subset ? std::includes(ptrs.begin(), ptrs.end(), allocated.begin(), allocated.end()) : allocated == ptrs;
   });
   m.def("graph_has_block_deleter", [](uintptr_t cdata) {
     return reinterpret_cast<c10::StorageImpl*>(cdata)->data_ptr().get_deleter() == block_deleter();
