@@ -31,6 +31,7 @@ import ctypes
 import threading
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -366,7 +367,7 @@ class Recording:
         else:
             from torch.multiprocessing.reductions import StorageWeakRef
 
-            origin = "".join(traceback.format_stack()[:-4]) if self.trace_inputs else None
+            origin = _user_stack() if self.trace_inputs else None
             ref = Ref(t, StorageWeakRef(storage), origin)
         self._refs[key] = ref
         return ref
@@ -396,6 +397,15 @@ class Recording:
         _module(self.device).set_rng_state(self._rng_state, self.device.index)
         externals = {id(r): r for node in self.nodes for r in node.reads if r.weak is not None}
         return Program(self.device, self.nodes, list(externals.values()))
+
+
+_INTERNAL = (str(Path(torch.__file__).parent), str(Path(__file__).parent.parent))  # torch's and torchplug's code
+
+
+def _user_stack() -> str:
+    """Where the user's code is in the stack: check_input_liveness reports it for inputs that die."""
+    frames = [f for f in traceback.extract_stack() if not f.filename.startswith(_INTERNAL)]
+    return "".join(traceback.format_list(frames))
 
 
 def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:

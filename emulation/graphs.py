@@ -213,7 +213,7 @@ def _dead_inputs_message(dead: list[Any], device_type: str, traced: bool) -> str
     for i, ref in enumerate(dead[:5], 1):
         lines.append(f"Dead tensor #{i} (data_ptr={ref.ptr:#x}, shape {list(ref.size)}, {ref.dtype}):")
         if ref.origin:
-            lines.append("  Creation Traceback (Python):\n" + "\n".join("    " + line for line in ref.origin.splitlines()))
+            lines.append("  First used in the capture (Python):\n" + "\n".join("    " + line for line in ref.origin.splitlines()))
     if len(dead) > 5:
         lines.append(f"  ... and {len(dead) - 5} more")
     lines.append(

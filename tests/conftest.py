@@ -54,7 +54,7 @@ def pytest_sessionstart(session):
 # modules that reach into torch internals and so break first on a new torch release.
 COMPAT_MODULES = {
     "test_autoload", "test_versions", "test_spec", "test_emulation", "test_emulation_setup", "test_dispatcher",
-    "test_compile", "test_distributed", "test_conformance",
+    "test_compile", "test_distributed", "test_conformance", "test_cuda_graphs",
 }
 
 
