@@ -174,14 +174,17 @@ class Ref:
 
 
 class OpNode:
-    """An ATen op: run again on the recorded views; fresh results go into the captured outputs."""
+    """An ATen op: run again on the recorded views. Its fresh results go into the tensors the capture
+    returned: written there directly by the op's out= overload when it has one, as a GPU kernel writes
+    its output buffer, else computed and copied in."""
 
-    __slots__ = ("func", "args", "kwargs", "targets", "reads", "writes")
+    __slots__ = ("func", "args", "kwargs", "targets", "reads", "writes", "out")
 
     def __init__(self, func: Any, args: Any, kwargs: Any, targets: list[tuple[int, Ref]], reads: list[Ref],
                  writes: list[Ref]) -> None:
         self.func, self.args, self.kwargs, self.targets = func, args, kwargs, targets
         self.reads, self.writes = reads, writes
+        self.out: tuple[Any, dict[str, torch.Tensor]] | None = None
 
     @property
     def name(self) -> str:
@@ -189,13 +192,48 @@ class OpNode:
 
     def bind(self) -> None:
         self.args, self.kwargs = tree_map_only(Ref, _tensor_of, (self.args, self.kwargs))
+        found = _out_overload(self.func, len(self.targets))
+        if found is not None and [index for index, _ in self.targets] == list(range(len(self.targets))):
+            overload, names = found
+            self.out = overload, {name: target.tensor for name, (_, target) in zip(names, self.targets)}
 
     def run(self) -> None:
+        if self.out is not None:
+            overload, outs = self.out
+            overload(*self.args, **self.kwargs, **outs)
+            return
         result = self.func(*self.args, **self.kwargs)
         if self.targets:
             flat = tree_leaves(result)
             for index, target in self.targets:
                 target.tensor.copy_(flat[index])
+
+
+_out_overloads: dict[Any, tuple[Any, list[str]] | None] = {}
+
+
+def _out_overload(func: Any, fresh: int) -> tuple[Any, list[str]] | None:
+    """`func`'s out= overload and its out argument names, when it takes exactly `func`'s arguments plus
+    one out tensor per returned tensor (and every return is fresh). Not for random ops: the runtime
+    gives some of them (native_dropout) kernels of their own that draw from the device's generator,
+    and not their out= overloads."""
+    if func not in _out_overloads:
+        _out_overloads[func] = None
+        schema = func._schema
+        seeded = torch.Tag.nondeterministic_seeded in func.tags
+        if not seeded and schema.returns and all(isinstance(r.type, torch.TensorType) for r in schema.returns):
+            names = [a.name for a in schema.arguments]
+            packet = func._overloadpacket
+            for overload_name in packet.overloads():
+                candidate = getattr(packet, overload_name)._schema
+                outs = [a for a in candidate.arguments if a.kwarg_only and a.alias_info is not None
+                        and a.alias_info.is_write]
+                rest = [a.name for a in candidate.arguments if a not in outs]
+                if rest == names and len(outs) == len(schema.returns) and not schema.is_mutable:
+                    _out_overloads[func] = getattr(packet, overload_name), [a.name for a in outs]
+                    break
+    found = _out_overloads[func]
+    return found if found is not None and len(found[1]) == fresh else None
 
 
 class KernelNode:
