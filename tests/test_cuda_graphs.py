@@ -214,6 +214,18 @@ def allowed():
     return [pinned.tolist() == [[6.0] * 4] * 4, fixed.shape[0]]
 check("allowed", allowed)
 
+def reseed():
+    g = torch.cuda.CUDAGraph()
+    seed = torch.cuda.initial_seed()
+    with torch.cuda.graph(g):
+        torch.cuda.manual_seed(seed)  # the same seed: allowed, a no-op
+        try:
+            torch.cuda.manual_seed(seed + 1)
+            return None
+        except RuntimeError as err:
+            return str(err)
+check("reseed", reseed)
+
 def default_stream():
     g = torch.cuda.CUDAGraph()
     g.capture_begin()
@@ -453,6 +465,13 @@ def test_capture_refuses_what_a_gpu_refuses_with_cudas_errors(cuda_session, name
 @needs_emulated_cuda
 def test_pinned_non_blocking_copies_and_fixed_size_ops_are_captured(cuda_session):
     assert value(cuda_session, "allowed") == [True, 16]
+
+
+@needs_emulated_cuda
+def test_reseeding_the_device_generator_during_capture_is_refused(cuda_session):
+    message = value(cuda_session, "reseed")
+    assert message is not None and message.startswith(
+        "CUDAGeneratorImpl::set_current_seed can be called during stream capture only if new seed is the same")
 
 
 @needs_emulated_cuda

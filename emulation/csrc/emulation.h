@@ -159,6 +159,7 @@ enum class PoolFree { kKept, kRelease, kAlreadyFree };
 PoolFree keep_pool_block(int64_t pool, void* data, size_t capacity);  // kRelease: free it for real
 void graph_check_host_read(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
 void graph_check_device_sync(c10::Device device);
+bool graph_capturing(c10::Device device);  // whether the current stream of `device` is capturing
 void graph_check_stream(const c10::Stream& stream, const char* what);
 void graph_check_event(void* event, c10::DeviceType type, const char* what);
 void graph_note_event_record(void* event, const c10::Stream& stream);

@@ -362,6 +362,15 @@ void graph_check_host_read(const c10::OperatorHandle& op, const torch::jit::Stac
   }
 }
 
+bool graph_capturing(c10::Device device) {
+  if (g_graph_active.load(std::memory_order_acquire) == 0 || t_bypass > 0 || !device.has_index()) {
+    return false;
+  }
+  const int64_t stream = current_stream_id(device);
+  std::lock_guard<std::mutex> lock(g_graph_mutex);
+  return capturing(device, stream) != nullptr;
+}
+
 // ---- the device guard's side (guard.cpp) -----------------------------------------------------
 void graph_check_device_sync(c10::Device device) {
   if (g_graph_active.load(std::memory_order_acquire) > 0) {

@@ -32,6 +32,12 @@ class DeviceGenerator final : public c10::GeneratorImpl {
   // The public methods are called with this generator's mutex held; kernels lock the host's.
   void set_current_seed(uint64_t seed) override {
     std::lock_guard<std::mutex> lock(host_.mutex());
+    if (graph_capturing(device())) {  // as CUDA's generator: a no-op, and only for the same seed
+      TORCH_CHECK(host_.current_seed() == seed, "CUDAGeneratorImpl::set_current_seed can be called during stream "
+                  "capture only if new seed is the same as the original seed (torchplug's emulated ", device(),
+                  " is capturing a graph on the current stream)");
+      return;
+    }
     host_.set_current_seed(seed);
   }
   void set_offset(uint64_t offset) override {
@@ -51,6 +57,8 @@ class DeviceGenerator final : public c10::GeneratorImpl {
     return host_.seed();
   }
   void set_state(const c10::TensorImpl& new_state) override {
+    TORCH_CHECK(!graph_capturing(device()), "Please ensure to utilize the CUDAGeneratorImpl::set_state_index method "
+                "during capturing (torchplug's emulated ", device(), " is capturing a graph on the current stream).");
     std::lock_guard<std::mutex> lock(host_.mutex());
     host_.unsafeGetGeneratorImpl()->set_state(new_state);
   }
