@@ -249,7 +249,9 @@ class DeviceModule:
         return self.Stream(stream_id=0, device_index=self._index(device), device_type=DEVICE_TYPE_IDS[self._key])
 
     def set_stream(self, stream: torch.Stream | None) -> None:
+        """Make `stream` current; like torch.cuda.set_stream, its device becomes the current device."""
         if stream is not None:
+            self._exchange_device(stream.device_index)
             runtime.extension().set_stream(self._key, stream.device_index, stream.stream_id)
 
     def stream(self, stream: torch.Stream | None) -> Any:

@@ -214,6 +214,25 @@ def allowed():
     return [pinned.tolist() == [[6.0] * 4] * 4, fixed.shape[0]]
 check("allowed", allowed)
 
+def second_device():
+    with torch.cuda.device(1):
+        x1 = torch.randn(8, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=torch.cuda.Stream()):
+            y1 = x1.sin()
+        inside = torch.cuda.current_device()
+    x1.fill_(0.5)
+    g.replay()  # from device 0: the graph runs on its own device
+    return [inside, str(y1.device), torch.allclose(y1, x1.sin()), torch.cuda.current_device()]
+check("second_device", second_device)
+
+def stream_device():
+    side = torch.cuda.Stream(device=1)
+    with torch.cuda.stream(side):  # as torch.cuda.set_stream: the stream's device becomes current
+        inside = [torch.cuda.current_device(), torch.cuda.current_stream().stream_id == side.stream_id]
+    return inside + [torch.cuda.current_device(), torch.cuda.current_stream(1).stream_id]
+check("stream_device", stream_device)
+
 def reseed():
     g = torch.cuda.CUDAGraph()
     seed = torch.cuda.initial_seed()
@@ -379,7 +398,7 @@ print(json.dumps(RESULTS, default=str))
 
 @pytest.fixture(scope="module")
 def cuda_session():
-    return run_json(CUDA_SESSION, TORCHPLUG_EMULATE="cuda")
+    return run_json(CUDA_SESSION, TORCHPLUG_EMULATE="cuda", TORCHPLUG_EMULATE_DEVICES="2")
 
 
 def value(session, name):
@@ -465,6 +484,13 @@ def test_capture_refuses_what_a_gpu_refuses_with_cudas_errors(cuda_session, name
 @needs_emulated_cuda
 def test_pinned_non_blocking_copies_and_fixed_size_ops_are_captured(cuda_session):
     assert value(cuda_session, "allowed") == [True, 16]
+
+
+@needs_emulated_cuda
+def test_a_graph_captured_on_a_second_device_replays_there(cuda_session):
+    assert value(cuda_session, "second_device") == [1, "cuda:1", True, 0]
+    # What torch.cuda.graph relies on when its capture stream lives on another device than the current one.
+    assert value(cuda_session, "stream_device") == [1, True, 0, 0]
 
 
 @needs_emulated_cuda
