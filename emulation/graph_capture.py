@@ -337,7 +337,8 @@ class Recording:
         self._live_at_start = set(runtime.extension().graph_checkpoint(pool)[1])
         self._saved: dict[int, tuple[Any, bytes]] = {}  # pointer -> (owner kept alive, bytes before the capture)
         self._generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
-        self._rng_state = _module(device).get_rng_state(device.index)
+        with _bypass():  # the capture has begun, and refuses reading the generator's state to the user
+            self._rng_state = _module(device).get_rng_state(device.index)
 
     # ---- recording ---------------------------------------------------------------------------
     def op(self, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -350,7 +351,8 @@ class Recording:
             self._save_tensor(t)
         for generator in tree_leaves((args, kwargs)):
             if isinstance(generator, torch.Generator) and id(generator) not in self._generators:
-                self._generators[id(generator)] = (generator, generator.get_state())
+                with _bypass():  # a capture refuses reading a generator's state; the emulation's own may
+                    self._generators[id(generator)] = (generator, generator.get_state())
         out = func(*args, **kwargs)
         outputs = tree_leaves(out)
         if func.is_view or name in _NOT_REPLAYED:
@@ -492,6 +494,13 @@ def recording_for(device: torch.device) -> Recording | None:
 
 class _Recorder(TorchDispatchMode):
     """Sends each op on a capturing stream to its recording; the rest run as usual."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # torch.compile'd code called during a capture runs compiled, as on a GPU: Dynamo does not fall
+        # back to eager for this mode, which sees the compiled code's ATen calls and, through
+        # launch_host_kernel, its kernels (compilation itself runs with the mode off).
+        return True
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}

@@ -245,6 +245,15 @@ def reseed():
             return str(err)
 check("reseed", reseed)
 
+def rng_state():
+    with torch.cuda.graph(torch.cuda.CUDAGraph()):
+        try:
+            torch.cuda.get_rng_state()
+            return None
+        except RuntimeError as err:
+            return str(err)
+check("rng_state", rng_state)
+
 def default_stream():
     g = torch.cuda.CUDAGraph()
     g.capture_begin()
@@ -345,9 +354,26 @@ def inference(trees):
         except RuntimeError as err:
             return {"overwritten": str(err)}
 
+def manual_capture():
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).cuda()
+    compiled = torch.compile(model)
+    x = torch.randn(3, 8, device="cuda")
+    with torch.no_grad():
+        compiled(x)  # compiling saves and restores the CUDA RNG state, which a capture refuses: compile first
+        g = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.cuda.graph(g):
+            y = compiled(x)
+        g.instantiate()
+        x.copy_(torch.randn(3, 8, device="cuda"))
+        g.replay()
+        kernels = [n["kernel_name"] for n in g.get_graph_data()["nodes"]]
+        return [torch.allclose(y, model(x), atol=1e-6), kernels]
+
 for trees in (True, False):
     check(f"train_trees={trees}", lambda trees=trees: train(trees))
     check(f"inference_trees={trees}", lambda trees=trees: inference(trees))
+check("manual_capture", manual_capture)
 print(json.dumps(RESULTS, default=str))
 '''
 
@@ -501,6 +527,13 @@ def test_reseeding_the_device_generator_during_capture_is_refused(cuda_session):
 
 
 @needs_emulated_cuda
+def test_reading_the_generator_state_during_capture_is_refused(cuda_session):
+    message = value(cuda_session, "rng_state")
+    assert message is not None and message.startswith(
+        "Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture. If you need this call to be captured")
+
+
+@needs_emulated_cuda
 def test_capture_on_the_default_stream_is_refused(cuda_session):
     kind, message = error(cuda_session, "default_stream")
     assert kind == "RuntimeError"
@@ -544,6 +577,10 @@ def test_reduce_overhead_compile_replays_cuda_graphs_with_and_without_trees():
     # them; without trees every call returns the same static output tensors.
     assert with_trees["overwritten"].startswith("Error: accessing tensor output of CUDAGraphs that has been overwritten")
     assert static == {"same_storage": True}
+    # torch.compile'd code captured in a torch.cuda.graph records its compiled kernels, not eager ops.
+    same, kernels = value(results, "manual_capture")
+    assert same is True
+    assert kernels == ["aten.addmm.out", "cpp_fused_gelu_0", "aten.addmm.out"]
 
 
 def test_xpu_graphs_on_emulated_xpu_and_cuda_left_alone():

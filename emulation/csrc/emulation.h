@@ -160,6 +160,8 @@ PoolFree keep_pool_block(int64_t pool, void* data, size_t capacity);  // kReleas
 void graph_check_host_read(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
 void graph_check_device_sync(c10::Device device);
 bool graph_capturing(c10::Device device);  // whether the current stream of `device` is capturing
+// Raises CUDA's at::cuda::assertNotCapturing error for `attempt` while `device` captures.
+void graph_check_generator(c10::Device device, const char* attempt);
 void graph_check_stream(const c10::Stream& stream, const char* what);
 void graph_check_event(void* event, c10::DeviceType type, const char* what);
 void graph_note_event_record(void* event, const c10::Stream& stream);

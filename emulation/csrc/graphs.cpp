@@ -371,6 +371,12 @@ bool graph_capturing(c10::Device device) {
   return capturing(device, stream) != nullptr;
 }
 
+void graph_check_generator(c10::Device device, const char* attempt) {
+  TORCH_CHECK(!graph_capturing(device), attempt, " during CUDA graph capture. If you need this call to be captured, "
+              "please file an issue. Current cudaStreamCaptureStatus: cudaStreamCaptureStatusActive (torchplug's "
+              "emulated ", device, " is capturing a graph on the current stream)");
+}
+
 // ---- the device guard's side (guard.cpp) -----------------------------------------------------
 void graph_check_device_sync(c10::Device device) {
   if (g_graph_active.load(std::memory_order_acquire) > 0) {
