@@ -9,7 +9,7 @@ per session runs the named checks; the tests assert on their records.
 import pytest
 import torch
 
-from emulation_helpers import CHECKS, run_json
+from emulation_helpers import CHECKS, error, run_json, value
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -425,18 +425,6 @@ print(json.dumps(RESULTS, default=str))
 @pytest.fixture(scope="module")
 def cuda_session():
     return run_json(CUDA_SESSION, TORCHPLUG_EMULATE="cuda", TORCHPLUG_EMULATE_DEVICES="2")
-
-
-def value(session, name):
-    record = session[name]
-    assert record["ok"], f"{name} raised {record['error']}: {record['message']}\n{record['trace']}"
-    return record["value"]
-
-
-def error(session, name):
-    record = session[name]
-    assert not record["ok"], f"{name} should have raised, returned {record['value']!r}"
-    return record["error"], record["message"]
 
 
 @needs_emulated_cuda

@@ -397,21 +397,29 @@ void graph_check_stream(const c10::Stream& stream, const char* what) {
   }
 }
 
+namespace {
+// The capture still running that `event` was last recorded in, and the stream it was recorded on.
+std::pair<Capture*, int64_t> capture_of_event(void* event) {
+  auto tag = g_events.find(event);
+  if (tag == g_events.end()) {
+    return {nullptr, 0};
+  }
+  auto capture = g_captures.find(tag->second.capture);
+  return {capture == g_captures.end() ? nullptr : &capture->second, tag->second.stream};
+}
+}  // namespace
+
 void graph_check_event(void* event, c10::DeviceType type, const char* what) {
   if (g_graph_active.load(std::memory_order_acquire) == 0) {
     return;
   }
   std::lock_guard<std::mutex> lock(g_graph_mutex);
-  auto tag = g_events.find(event);
-  if (tag == g_events.end()) {
-    return;
-  }
-  auto capture = g_captures.find(tag->second.capture);
-  if (capture == g_captures.end()) {
+  Capture* capture = capture_of_event(event).first;
+  if (capture == nullptr) {
     return;
   }
   const std::string why = std::string(what) + " an event recorded while its stream was capturing a graph";
-  invalidate(capture->second, why);
+  invalidate(*capture, why);
   refuse(type, Code::kCapturedEvent, why + ": the event only completes when the graph is replayed.");
 }
 
@@ -433,19 +441,14 @@ void graph_note_event_block(void* event, const c10::Stream& stream) {
     return;
   }
   std::lock_guard<std::mutex> lock(g_graph_mutex);
-  auto tag = g_events.find(event);
-  if (tag == g_events.end()) {
+  auto [capture, recorded_on] = capture_of_event(event);
+  if (capture == nullptr || capture->device != stream.device()) {
     return;
   }
-  auto found = g_captures.find(tag->second.capture);
-  if (found == g_captures.end() || found->second.device != stream.device()) {
-    return;
-  }
-  Capture& capture = found->second;
-  if (capture.streams.insert(stream.id()).second) {
-    capture.unjoined.insert(stream.id());  // a fork: this stream now captures too
-  } else if (stream.id() == capture.origin) {
-    capture.unjoined.erase(tag->second.stream);  // the origin waited on the forked stream: joined
+  if (capture->streams.insert(stream.id()).second) {
+    capture->unjoined.insert(stream.id());  // a fork: this stream now captures too
+  } else if (stream.id() == capture->origin) {
+    capture->unjoined.erase(recorded_on);  // the origin waited on the forked stream: joined
   }
 }
 
