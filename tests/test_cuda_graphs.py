@@ -571,6 +571,35 @@ def test_reduce_overhead_compile_replays_cuda_graphs_with_and_without_trees():
     assert kernels == ["aten.addmm.out", "cpp_fused_gelu_0", "aten.addmm.out"]
 
 
+ROCM_SESSION = CHECKS + r'''
+import torch
+
+def rocm():
+    x = torch.randn(4, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * 2
+    x.fill_(1.0)
+    g.replay()
+    try:
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            y.sum().item()
+    except torch.AcceleratorError as err:
+        return [y.tolist(), err.error_code, str(err.__context__)]
+check("rocm", rocm)
+print(json.dumps(RESULTS, default=str))
+'''
+
+
+@needs_emulated_cuda
+def test_the_rocm_backend_reports_hip_errors():
+    replayed, code, first = value(run_json(ROCM_SESSION, TORCHPLUG_EMULATE="rocm"), "rocm")
+    assert replayed == [2.0] * 4 and code == 901
+    assert first.startswith("HIP error: operation not permitted when stream is capturing\nSearch for "
+                            "`hipErrorStreamCaptureUnsupported'")
+    assert "torchplug's emulated cuda (backend 'rocm') device" in first
+
+
 def test_xpu_graphs_on_emulated_xpu_and_cuda_left_alone():
     results = run_json(XPU_SESSION, TORCHPLUG_EMULATE="xpu")
     assert value(results, "replay") == ["XPUGraph", True, True, True]

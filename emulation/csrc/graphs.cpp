@@ -109,21 +109,27 @@ std::string type_name(c10::DeviceType type) {
   return c10::DeviceTypeName(type, /*lower_case=*/true);
 }
 
-// CUDA's wording (C10_CUDA_CHECK's), then what the emulation saw.
+// CUDA's wording (C10_CUDA_CHECK's; HIP's for the rocm backend, whose codes are the same), then what
+// the emulation saw.
 std::string error_text(c10::DeviceType type, Code code, const std::string& detail) {
   const char* text = "";
   const char* name = "";
   switch (code) {
-    case Code::kUnsupported: text = "operation not permitted when stream is capturing"; name = "cudaErrorStreamCaptureUnsupported"; break;
-    case Code::kInvalidated: text = "operation failed due to a previous error during capture"; name = "cudaErrorStreamCaptureInvalidated"; break;
-    case Code::kUnjoined: text = "capture sequence contains a fork that was not joined to the primary stream"; name = "cudaErrorStreamCaptureUnjoined"; break;
-    case Code::kCapturedEvent: text = "operation not permitted on an event last recorded in a capturing stream"; name = "cudaErrorCapturedEvent"; break;
+    case Code::kUnsupported: text = "operation not permitted when stream is capturing"; name = "StreamCaptureUnsupported"; break;
+    case Code::kInvalidated: text = "operation failed due to a previous error during capture"; name = "StreamCaptureInvalidated"; break;
+    case Code::kUnjoined: text = "capture sequence contains a fork that was not joined to the primary stream"; name = "StreamCaptureUnjoined"; break;
+    case Code::kCapturedEvent: text = "operation not permitted on an event last recorded in a capturing stream"; name = "CapturedEvent"; break;
   }
-  const std::string device = type_name(type);
-  std::string prefix = type == c10::DeviceType::CUDA
-      ? std::string("CUDA error: ") + text + "\nSearch for `" + name +
-            "' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\n"
-      : "XPU graph capture error: " + std::string(text) + " (the CUDA equivalent is " + name + ")\n";
+  const std::string& backend = state(type).backend;
+  const bool hip = backend == "rocm";
+  std::string prefix;
+  if (type == c10::DeviceType::CUDA) {
+    prefix = std::string(hip ? "HIP error: " : "CUDA error: ") + text + "\nSearch for `" + (hip ? "hipError" : "cudaError") +
+             name + "' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\n";
+  } else {
+    prefix = "XPU graph capture error: " + std::string(text) + " (the CUDA equivalent is cudaError" + name + ")\n";
+  }
+  const std::string device = type_name(type) + (backend.empty() || backend == type_name(type) ? "" : " (backend '" + backend + "')");
   return prefix + "Reported by torchplug's emulated " + device + " device (graph capture is emulated; a GPU fails the same way): " + detail;
 }
 
