@@ -79,10 +79,6 @@ _NOT_REPLAYED = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten
                  "aten::new_empty_strided", "aten::empty_permuted", "aten::record_stream"}
 
 
-def graph_device_types() -> frozenset[str]:
-    return frozenset(GRAPH_KEYS)
-
-
 def refusal(func: Any, args: tuple, kwargs: dict) -> tuple[str, str] | None:
     """(why, how to fix) when a GPU refuses `func` on a capturing stream, else None."""
     name = func._schema.name
@@ -121,7 +117,7 @@ def _copy_refusal(name: str, args: tuple, kwargs: dict) -> tuple[str, str] | Non
         non_blocking = kwargs.get("non_blocking", False)
         host = source if source.device.type == "cpu" else None
     else:
-        target_tensor, source = (args[1], args[0]) if name == "aten::_copy_from" else (args[0], args[1])
+        target_tensor, source = (args[0], args[1]) if name == "aten::copy_" else (args[1], args[0])  # _copy_from(src, dst)
         target = target_tensor.device
         non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
         host = source if source.device.type == "cpu" else target_tensor if target.type == "cpu" else None
@@ -131,7 +127,7 @@ def _copy_refusal(name: str, args: tuple, kwargs: dict) -> tuple[str, str] | Non
     if non_blocking and pinned:
         return None
     return (f"{name} copies between host memory and the device ({source.device} -> {target}) "
-            f"{'from pageable host memory' if non_blocking else 'with non_blocking=False'}, {_SYNC}",
+            f"{'with pageable host memory' if non_blocking else 'with non_blocking=False'}, {_SYNC}",
             "Copy new inputs into the graph's static tensors before replay() and read outputs after it; inside "
             "a capture only non_blocking copies to or from pinned memory are allowed.")
 
@@ -331,7 +327,7 @@ class Recording:
     def __init__(self, capture_id: int, device: torch.device, pool: tuple[int, int], trace_inputs: bool) -> None:
         self.capture_id, self.device, self.pool, self.trace_inputs = capture_id, device, pool, trace_inputs
         self.nodes: list[Any] = []
-        self.pools_read: set[tuple[int, int]] = set()
+        self.pools_read: set[tuple[int, int]] = set()  # other graphs' pools it reads from, retained
         self._refs: dict[tuple, Ref] = {}
         # Blocks of the capture's pool that were allocated when it began: the rest held no data then.
         self._live_at_start = set(runtime.extension().graph_checkpoint(pool)[1])
@@ -402,7 +398,10 @@ class Recording:
             return found
         pool = runtime.extension().graph_pointer_pool(key[0]) if key[0] else None
         if pool is not None:
-            self.pools_read.add(tuple(pool))
+            pool = tuple(pool)
+            if pool != self.pool and pool not in self.pools_read:  # keep the memory it reads reserved
+                runtime.extension().graph_pool_retain(GRAPH_KEYS[self.device.type], self.device.index, pool)
+                self.pools_read.add(pool)
             ref = Ref(t)
         else:
             from torch.multiprocessing.reductions import StorageWeakRef

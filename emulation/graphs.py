@@ -79,11 +79,9 @@ def graph_class(module: Any) -> type:
             stop(recording)
             code, error = ext.graph_capture_end(recording.capture_id)
             program = recording.finish()
+            self._pools.extend(sorted(recording.pools_read))  # the recording retained them; reset() gives them back
             if error:
                 raise _accelerator_error(error, code)
-            for pool in sorted(recording.pools_read - {recording.pool}):
-                ext.graph_pool_retain(key, recording.device.index, pool)  # memory it replays from stays reserved
-                self._pools.append(pool)
             if not program.nodes:
                 warnings.warn(f"The {upper} Graph is empty. This usually means that the graph was attempted "
                               "to be captured on wrong device or stream.", stacklevel=2)
@@ -125,6 +123,7 @@ def graph_class(module: Any) -> type:
                 stop(recording)
                 runtime.extension().graph_capture_end(recording.capture_id)
                 recording.finish()
+                self._pools.extend(recording.pools_read)
             self._program = None
             pools, self._pools = self._pools, []
             if pools and runtime.is_configured(device_type):
