@@ -59,7 +59,9 @@ class TritonInterpreterTarget(EmulatedTarget):
         return f"{MODE_VARIABLE}=triton needs Triton: {reason}" if reason else super().unavailable_reason()
 
     def uuid(self) -> Hashable:
-        return ("torchplug-triton-interpreter", VERSION, self.backend_name, self.arch)
+        from .wrapper import source_digest
+
+        return ("torchplug-triton-interpreter", VERSION, self.backend_name, self.arch, source_digest())
 
     def prepare(self, module: Any) -> tuple[Any, Any, Any]:
         from torch._inductor.codegen.triton import TritonScheduling

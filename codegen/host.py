@@ -13,7 +13,7 @@ from typing import Any
 from .. import TorchplugWarning
 from .emulated import EmulatedTarget
 
-VERSION = 1  # bump when the generated code changes: it joins Inductor's cache key
+VERSION = 2  # bump when the generated code changes: it joins Inductor's cache key
 
 
 class HostCppTarget(EmulatedTarget):
@@ -22,7 +22,9 @@ class HostCppTarget(EmulatedTarget):
     name = "host-cpp (emulated)"
 
     def uuid(self) -> Hashable:
-        return ("torchplug-host-cpp", VERSION, self.device_type)
+        from .wrapper import source_digest
+
+        return ("torchplug-host-cpp", VERSION, self.device_type, source_digest())
 
     def prepare(self, module: Any) -> tuple[Any, Any, Any]:
         from torch._inductor.codegen.cpp import CppScheduling
@@ -39,8 +41,11 @@ class HostCppTarget(EmulatedTarget):
 def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
     """Run Inductor's `compile_fx`, adjusted where a graph's inputs live on an emulated device.
 
-    CUDA graphs (mode="reduce-overhead" / "max-autotune") need a real GPU: the graph compiles
-    without them, with a warning.
+    CUDA graphs (mode="reduce-overhead" / "max-autotune"): emulated cuda has them
+    (emulation/graphs.py), so Inductor wraps the compiled graph in one as on a GPU, without graph
+    partitions: partitioning treats a host-memory device's kernels as CPU work and splits every one
+    out, which would leave nothing to graph. Inductor graphs only 'cuda'; on other emulated devices
+    the graph compiles without them, with a warning.
     """
     import torch
     from torch._inductor import config
@@ -53,9 +58,14 @@ def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any
         return compile_fx(model, example_inputs, *args, **kwargs)
     patches = dict(kwargs.get("config_patches") or {})
     if patches.get("triton.cudagraphs", config.triton.cudagraphs):
-        _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: an emulated "
-              "device has no graphs to capture (mode='reduce-overhead' and 'max-autotune' ask for them)")
-        kwargs["config_patches"] = {**patches, "triton.cudagraphs": False}
+        if host == ["cuda"]:
+            if patches.get("graph_partition", config.graph_partition):  # compile_fx applies the patch and calls again
+                kwargs["config_patches"] = {**patches, "graph_partition": False}
+        else:
+            _warn(f"torch.compile runs without CUDA graphs on the emulated {', '.join(host)} device: Inductor "
+                  "captures CUDA graphs for 'cuda' devices only (mode='reduce-overhead' and 'max-autotune' ask "
+                  "for them)")
+            kwargs["config_patches"] = {**patches, "triton.cudagraphs": False}
     return compile_fx(model, example_inputs, *args, **kwargs)
 
 

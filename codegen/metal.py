@@ -21,7 +21,9 @@ class MetalCaptureTarget(EmulatedTarget):
     runs_kernels = False
 
     def uuid(self) -> Hashable:
-        return ("torchplug-metal-capture", VERSION)
+        from .wrapper import source_digest
+
+        return ("torchplug-metal-capture", VERSION, source_digest())
 
     def prepare(self, module: Any) -> tuple[Any, Any, Any]:
         from torch._inductor.codegen.mps import MetalScheduling

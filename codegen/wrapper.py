@@ -2,10 +2,14 @@
 
 An emulated device's memory is host memory. The host target calls Inductor's C++ kernels with host
 pointers (`HostWrapperCodegen`); the fidelity mode calls Inductor's Triton kernels, which run under
-Triton's interpreter (`InterpretedWrapperCodegen`). Both allocate through torch's dispatcher:
+Triton's interpreter (`InterpretedWrapperCodegen`). Both launch them through the emulated runtime's
+`launch_host_kernel`, so that a CUDA graph capture records them. Both allocate through torch's dispatcher:
 torch's fast paths (`empty_strided_cuda`, ...) would ask a CPU-only torch for real GPU memory.
 """
 
+import functools
+import hashlib
+from pathlib import Path
 from typing import Any
 
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
@@ -24,13 +28,55 @@ class _DeviceAllocation:
         return line if size == allocation else f"{line}.as_strided({size}, {strides})"
 
 
-class _HostKernelCalls(_DeviceAllocation):
+class _RuntimeLaunches(_DeviceAllocation):
+    """Kernels are launched through the emulated runtime's `launch_host_kernel`, which records them
+    while a CUDA graph captures (emulation/graph_capture.py) and otherwise just calls them."""
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.splice("from torchplug.emulation.graph_capture import launch_host_kernel")
+
+
+class _HostKernelCalls(_RuntimeLaunches):
     def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                      triton: bool = True, **kwargs: Any) -> None:
         device = device or V.graph.get_current_device_or_throw()
         if triton or device.type == "cpu":
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
-        self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # host code: no stream to pass
+        # Host code: no stream to pass. The arguments the kernel writes are its non-const pointers.
+        types = kwargs.get("arg_types")
+        writes = None if types is None else tuple(i for i, t in enumerate(types) if _writes(t))
+        launch = [kernel_name, repr(kernel_name), repr(writes), *call_args]
+        self.writeline(self.wrap_kernel_call("launch_host_kernel", launch))
+
+
+class _InterpretedKernelCalls(_RuntimeLaunches):
+    def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, **kwargs: Any) -> None:
+        # torch writes `<kernel>.run(<args>, stream=...)`, through whatever `writeline` is current (the
+        # final pass points it at the wrapper's body); which arguments the kernel writes is unknown.
+        run = f"{kernel_name}.run("
+        own = self.__dict__.get("writeline")
+        write = self.writeline
+
+        def writeline(line: Any) -> None:
+            if isinstance(line, str) and line.startswith(run):
+                line = f"launch_host_kernel({kernel_name}.run, {kernel_name!r}, None, {line[len(run):]}"
+            write(line)
+
+        self.writeline = writeline
+        try:
+            super()._generate_kernel_call_helper(kernel_name, call_args, **kwargs)
+        finally:
+            if own is None:
+                del self.writeline
+            else:
+                self.writeline = own
+
+
+def _writes(arg_type: Any) -> bool:
+    """Whether a C++ kernel argument of this type is written: a pointer that is not const."""
+    text = str(arg_type).strip()
+    return text.endswith("*") and not text.startswith("const ")
 
 
 def _wrapper_classes(mixin: type, name: str) -> type:
@@ -48,4 +94,11 @@ def _wrapper_classes(mixin: type, name: str) -> type:
 
 
 HostWrapperCodegen = _wrapper_classes(_HostKernelCalls, "HostWrapperCodegen")
-InterpretedWrapperCodegen = _wrapper_classes(_DeviceAllocation, "InterpretedWrapperCodegen")
+InterpretedWrapperCodegen = _wrapper_classes(_InterpretedKernelCalls, "InterpretedWrapperCodegen")
+
+
+@functools.cache
+def source_digest() -> str:
+    """This module's source, for the targets' cache keys: a graph cached by another torchplug (an older
+    one, or another checkout on the machine) may call the runtime differently."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

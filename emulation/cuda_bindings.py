@@ -107,9 +107,6 @@ class Bindings:
         """0: the CPU kernels behind the emulated device use no cuBLAS handle."""
         return 0
 
-    def _cuda_isCurrentStreamCapturing(self) -> bool:  # noqa: N802
-        return False
-
     # ---- memory -------------------------------------------------------------------------------
     def _cuda_memoryStats(self, device: int) -> dict[str, Any]:  # noqa: N802
         return self.module.memory_stats_as_nested_dict(device)

@@ -136,7 +136,9 @@ class DeviceModule:
         return self._exchange_device(index)
 
     def synchronize(self, device: Device = None) -> None:
-        self._index(device)  # validates; kernels already ran when they were issued
+        index = self._index(device)  # validates; kernels already ran when they were issued
+        if runtime.is_configured(self.type):
+            runtime.extension().graph_check_unsafe(self._key, index, f"torch.{self.type}.synchronize()")
 
     def get_device_name(self, device: Device = None) -> str:
         index = self._index(device)
@@ -254,7 +256,9 @@ class DeviceModule:
         return max(total - self.memory_allocated(index), 0), total
 
     def empty_cache(self) -> None:
-        """Nothing is cached: freed tensors return their memory at once."""
+        """Nothing is cached: freed tensors return their memory at once (graph pools keep theirs)."""
+        if runtime.is_configured(self.type):
+            runtime.extension().graph_check_unsafe(self._key, self.current_device(), f"torch.{self.type}.empty_cache()")
 
     # ---- random numbers -----------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:
@@ -310,7 +314,9 @@ class DeviceModule:
         return self.Stream(stream_id=0, device_index=self._index(device), device_type=DEVICE_TYPE_IDS[self._key])
 
     def set_stream(self, stream: torch.Stream | None) -> None:
+        """Make `stream` current; like torch.cuda.set_stream, its device becomes the current device."""
         if stream is not None:
+            self._exchange_device(stream.device_index)
             runtime.extension().set_stream(self._key, stream.device_index, stream.stream_id)
 
     def stream(self, stream: torch.Stream | None) -> Any:

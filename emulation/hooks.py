@@ -1,6 +1,7 @@
 """Where the emulated runtime plugs into torch, at autoload: cheap Python patches only.
 
-* torch.xpu / torch.cuda / torch.mps get the device module's functions. torch's C++ calls
+* torch.xpu / torch.cuda / torch.mps get the device module's functions, and torch.cuda / torch.xpu
+  the emulated graph classes (graphs.py). torch's C++ calls
   torch.<type>._lazy_init() before the first xpu/cuda tensor, which now loads the runtime.
 * MPS has no lazy-init hook (its ops reach the dispatcher directly), so a Python fallback on the
   MPS key loads the runtime on the first MPS op, steps aside and re-runs the op on the C++ path.
@@ -52,6 +53,9 @@ def install(attachment: Attachment) -> None:
         else:
             # torch.<type> and its submodules' aliases (torch.cuda.memory's is_initialized, ...)
             aliases.replace(getattr(torch, attachment.device_type), module.exports(), f"torch.{attachment.device_type}")
+            from .graphs import install as install_graphs
+
+            install_graphs(module)  # torch.cuda / torch.xpu graphs; see graphs.py
         preloaded = _preload_runtime()
         if preloaded is not None:
             # Hooks torch calls before the first device use (torch.Generator(device=...)) set the

@@ -56,19 +56,22 @@ def stream_classes(module: Any) -> tuple[type, type, type]:
             super().wait(module.current_stream() if stream is None else stream)
 
     class StreamContext:
-        """Makes `stream` current on its device inside a ``with`` block."""
+        """Makes `stream` current, and its device, inside a ``with`` block (as torch.cuda.StreamContext:
+        on exit the stream's device gets its previous stream back, then the previous device is current)."""
 
         def __init__(self, stream: torch.Stream | None) -> None:
-            self.stream, self.previous = stream, None
+            self.stream, self.previous = stream, ()
 
         def __enter__(self) -> torch.Stream | None:
             if self.stream is not None:
-                self.previous = module.current_stream(self.stream.device_index)
+                here = module.current_stream()
+                there = module.current_stream(self.stream.device_index)
+                self.previous = (there, here) if there.device_index != here.device_index else (here,)
                 module.set_stream(self.stream)
             return self.stream
 
         def __exit__(self, *exc: object) -> None:
-            if self.previous is not None:
-                module.set_stream(self.previous)
+            for stream in self.previous:
+                module.set_stream(stream)
 
     return Stream, Event, StreamContext

@@ -17,6 +17,20 @@ def run_json(code: str, **settings: str) -> Any:
     return json.loads(lines[-1])
 
 
+def value(results: dict, name: str) -> Any:
+    """What the check `name` (see CHECKS) returned; fails the test with its traceback if it raised."""
+    record = results[name]
+    assert record["ok"], f"{name} raised {record['error']}: {record['message']}\n{record['trace']}"
+    return record["value"]
+
+
+def error(results: dict, name: str) -> tuple[str, str]:
+    """The type and message of what the check `name` raised; fails the test if it returned."""
+    record = results[name]
+    assert not record["ok"], f"{name} should have raised, returned {record['value']!r}"
+    return record["error"], record["message"]
+
+
 # Prepended to snippets that collect many named checks in one process: check(name, fn) records
 # fn's result, or the type and message of what it raised, and the snippet prints RESULTS last.
 CHECKS = """

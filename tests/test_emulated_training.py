@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import REPO, cli_json, run_process, clean_env
-from emulation_helpers import CHECKS, run_json
+from emulation_helpers import CHECKS, run_json, value
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -123,12 +123,6 @@ print(json.dumps(RESULTS))
 @pytest.fixture(scope="module")
 def cuda_runtime():
     return run_json(CUDA_RUNTIME, TORCHPLUG_EMULATE="cuda", TORCHPLUG_EMULATE_DEVICES="2")
-
-
-def value(results, name):
-    record = results[name]
-    assert record["ok"], f"{name} raised {record['error']}: {record['message']}\n{record['trace']}"
-    return record["value"]
 
 
 def test_torch_cuda_answers_as_a_cuda_build_with_two_gpus(cuda_runtime):

@@ -6,7 +6,7 @@ so the runtime is loaded once; the tests assert on those records.
 
 import pytest
 
-from emulation_helpers import CHECKS, run_json
+from emulation_helpers import CHECKS, error, run_json, value
 
 SETTINGS = {
     "TORCHPLUG_EMULATE": "xpu,mps,cuda",
@@ -346,18 +346,6 @@ print(json.dumps(RESULTS, default=str))
 @pytest.fixture(scope="module")
 def session():
     return run_json(SESSION, **SETTINGS)
-
-
-def value(session, name):
-    record = session[name]
-    assert record["ok"], f"{name} raised {record['error']}: {record['message']}\n{record['trace']}"
-    return record["value"]
-
-
-def error(session, name):
-    record = session[name]
-    assert not record["ok"], f"{name} should have raised, returned {record['value']!r}"
-    return record["error"], record["message"]
 
 
 def test_device_modules_name_the_emulation(session):

@@ -6,8 +6,9 @@
 //  * a wrapper around torch's CPU allocator. While a CPU kernel runs for an emulated device (see
 //    ChargeTo in fallback.cpp), what it allocates is charged to that device, so fresh outputs can be
 //    handed back as device tensors without a copy. Outside a kernel it is an ordinary CPU block.
-// Each block starts with a 64-byte header (size and charged device) just before the pointer the
-// caller sees, so the context equals the data pointer and raw_allocate keeps working.
+// Each block starts with a 64-byte header (size, charged device, graph pool) just before the pointer
+// the caller sees, so the context equals the data pointer and raw_allocate keeps working. While a
+// graph captures, device allocations on its streams come from its private pool (graphs.cpp).
 #include "emulation.h"
 
 #include <c10/core/CPUAllocator.h>
@@ -32,6 +33,8 @@ struct Header {
   int16_t type;   // charged device type, -1 when the block is plain host memory
   int16_t index;
   bool from_original;  // allocated by the wrapped CPU allocator (else c10::alloc_cpu)
+  int64_t pool;        // the graph pool that reserves the block (graphs.cpp), 0 for none
+  uint64_t capacity;   // bytes behind the header (a pool block's size class; else nbytes)
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 
@@ -92,19 +95,70 @@ void refund(c10::Device device, int64_t nbytes) {
   }
 }
 
-void free_block(void* data) {
-  if (data == nullptr) {
-    return;
-  }
-  Header* h = header_of(data);
-  if (h->type >= 0) {
-    refund(c10::Device(static_cast<c10::DeviceType>(h->type), h->index), static_cast<int64_t>(h->nbytes));
-  }
+void release_memory(Header* h) {
   if (h->from_original) {
     g_original->raw_deallocate(h);
   } else {
     c10::free_cpu(h);
   }
+}
+
+void free_block(void* data) {
+  if (data == nullptr) {
+    return;
+  }
+  Header* h = header_of(data);
+  const PoolFree pooled = h->pool != 0 ? keep_pool_block(h->pool, data, h->capacity) : PoolFree::kRelease;
+  if (pooled == PoolFree::kAlreadyFree) {
+    return;  // its graph pool took it back already (a cudagraph-trees checkpoint restore)
+  }
+  if (h->type >= 0) {
+    refund(c10::Device(static_cast<c10::DeviceType>(h->type), h->index), static_cast<int64_t>(h->nbytes));
+  }
+  if (pooled == PoolFree::kRelease) {
+    release_memory(h);
+  }  // else still reserved: a graph replays into it, or the pool's next allocation reuses it
+}
+
+void* raw_block(size_t capacity, c10::Device charged_to, bool charged, bool& from_original) {
+  from_original = g_original_raw;
+  try {
+    return from_original ? g_original->raw_allocate(capacity + kHeaderBytes) : c10::alloc_cpu(capacity + kHeaderBytes);
+  } catch (...) {
+    if (charged) {
+      refund(charged_to, static_cast<int64_t>(capacity));
+    }
+    throw;
+  }
+}
+
+// A block of a graph's private pool: a freed one of the same size class, or a new one it reserves.
+c10::DataPtr allocate_pool_block(size_t nbytes, c10::Device charged_to, c10::Device tagged, int64_t pool) {
+  const size_t capacity = pool_block_capacity(nbytes);
+  charge(charged_to, static_cast<int64_t>(nbytes));
+  void* data = take_pool_block(pool, capacity);
+  if (data == nullptr) {
+    bool from_original = false;
+    void* base = nullptr;
+    try {
+      base = raw_block(capacity, charged_to, false, from_original);
+    } catch (...) {
+      refund(charged_to, static_cast<int64_t>(nbytes));
+      note_pool_block(pool, nullptr, capacity, /*allocated=*/false);
+      throw;
+    }
+    auto* h = static_cast<Header*>(base);
+    h->magic = kMagic;
+    h->type = static_cast<int16_t>(charged_to.type());
+    h->index = charged_to.index();
+    h->from_original = from_original;
+    h->pool = pool;
+    h->capacity = capacity;
+    data = static_cast<char*>(base) + kHeaderBytes;
+    note_pool_block(pool, data, capacity, /*allocated=*/true);
+  }
+  header_of(data)->nbytes = nbytes;
+  return c10::DataPtr(data, data, &free_block, tagged);
 }
 
 class HostAllocator final : public c10::Allocator {
@@ -150,25 +204,24 @@ c10::DataPtr allocate_block(size_t nbytes, c10::Device charged_to, c10::Device t
     return c10::DataPtr(nullptr, nullptr, &free_block, tagged);
   }
   const bool charged = !charged_to.is_cpu();
+  if (charged && pool_routing_active()) {
+    if (const int64_t pool = route_allocation(charged_to)) {  // a graph capture's allocation
+      return allocate_pool_block(nbytes, charged_to, tagged, pool);
+    }
+  }
   if (charged) {
     charge(charged_to, static_cast<int64_t>(nbytes));  // raises OutOfMemoryError past the capacity
   }
-  void* base = nullptr;
-  const bool from_original = g_original_raw;
-  try {
-    base = from_original ? g_original->raw_allocate(nbytes + kHeaderBytes) : c10::alloc_cpu(nbytes + kHeaderBytes);
-  } catch (...) {
-    if (charged) {
-      refund(charged_to, static_cast<int64_t>(nbytes));
-    }
-    throw;
-  }
+  bool from_original = false;
+  void* base = raw_block(nbytes, charged_to, charged, from_original);
   auto* h = static_cast<Header*>(base);
   h->magic = kMagic;
   h->nbytes = nbytes;
   h->type = charged ? static_cast<int16_t>(charged_to.type()) : int16_t{-1};
   h->index = charged ? charged_to.index() : int16_t{-1};
   h->from_original = from_original;
+  h->pool = 0;
+  h->capacity = nbytes;
   void* data = static_cast<char*>(base) + kHeaderBytes;
   return c10::DataPtr(data, data, &free_block, tagged);
 }
@@ -266,6 +319,24 @@ ChargeTo::ChargeTo(c10::Device device) : previous_(t_charged) {
 
 ChargeTo::~ChargeTo() {
   t_charged = previous_;
+}
+
+void free_block_memory(void* data) {
+  release_memory(header_of(data));
+}
+
+c10::DeleterFnPtr block_deleter() {
+  return &free_block;
+}
+
+void charge_block(void* data, bool allocated) {
+  Header* h = header_of(data);
+  const c10::Device device(static_cast<c10::DeviceType>(h->type), h->index);
+  if (allocated) {
+    charge(device, static_cast<int64_t>(h->nbytes));
+  } else {
+    refund(device, static_cast<int64_t>(h->nbytes));
+  }
 }
 
 void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes) {

@@ -22,9 +22,14 @@ namespace at {
 class Generator;
 }  // namespace at
 
+namespace pybind11 {
+class module_;
+}  // namespace pybind11
+
 namespace c10 {
 class WarningHandler;
 struct StorageImpl;
+class Stream;
 class OperatorHandle;
 struct IValue;
 }  // namespace c10
@@ -101,6 +106,10 @@ void reset_peak(c10::Device device);
 void reset_accumulated(c10::Device device);  // the running totals and num_ooms, as torch's allocator does
 // Storage.resize_ on an emulated device: a new block holding the old bytes that still fit.
 void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes);
+// Returns a block's memory to the system without touching statistics (a graph pool releasing it).
+void free_block_memory(void* data);
+c10::DeleterFnPtr block_deleter();  // what frees the blocks of the emulated allocator
+void charge_block(void* data, bool allocated);  // statistics only: the block is taken (true) or given back
 
 // The device a CPU kernel's allocations are charged to, for the current thread (CPU: none).
 class ChargeTo {
@@ -174,6 +183,28 @@ void swap_cuda_hooks();
 void mute_cuda_hooks();
 // Which CUDA hooks torch uses now: "torch", "emulated" or "muted".
 std::string cuda_hooks_state();
+
+// ---- graphs.cpp ------------------------------------------------------------------------------
+// Graph capture: private memory pools for allocations on capturing streams, and the calls a GPU
+// refuses while a stream captures (torch.AcceleratorError with CUDA's error codes).
+bool pool_routing_active();  // cheap: whether any capture or pool route exists (allocator fast path)
+int64_t route_allocation(c10::Device device);  // the pool key to allocate from, 0 for none; may refuse
+size_t pool_block_capacity(size_t nbytes);
+void* take_pool_block(int64_t pool, size_t capacity);  // a freed block to reuse, or nullptr
+void note_pool_block(int64_t pool, void* data, size_t capacity, bool allocated);
+enum class PoolFree { kKept, kRelease, kAlreadyFree };
+PoolFree keep_pool_block(int64_t pool, void* data, size_t capacity);  // kRelease: free it for real
+void graph_check_host_read(const c10::OperatorHandle& op, const std::vector<c10::IValue>& stack);
+void graph_check_device_sync(c10::Device device);
+bool graph_capturing(c10::Device device);  // whether the current stream of `device` is capturing
+// Raises CUDA's at::cuda::assertNotCapturing error for `attempt` while `device` captures.
+void graph_check_generator(c10::Device device, const char* attempt);
+void graph_check_stream(const c10::Stream& stream, const char* what);
+void graph_check_event(void* event, c10::DeviceType type, const char* what);
+void graph_note_event_record(void* event, const c10::Stream& stream);
+void graph_note_event_block(void* event, const c10::Stream& stream);
+void graph_forget_event(void* event);
+void bind_graphs(pybind11::module_& m);
 
 // ---- rng.cpp ---------------------------------------------------------------------------------
 void create_generators(c10::DeviceType type, int count);

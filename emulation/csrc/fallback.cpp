@@ -502,6 +502,9 @@ void ignore_record_stream(const c10::OperatorHandle& /*op*/, torch::jit::Stack* 
 
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   note_dispatch(op);
+  if (pool_routing_active()) {
+    graph_check_host_read(op, *stack);  // a graph capture refuses .item() (graphs.cpp)
+  }
   HostCall(op, stack).run();
 }
 

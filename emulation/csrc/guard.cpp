@@ -89,12 +89,16 @@ class EmulatedGuard final : public c10::impl::DeviceGuardImplInterface {
     t_current_stream[slot(type_)][device.index()] = stream.id();
     return previous;
   }
-  bool queryStream(const c10::Stream& /*stream*/) const override {
+  bool queryStream(const c10::Stream& stream) const override {
+    graph_check_stream(stream, "querying");
     return true;  // work ran when it was issued
   }
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
+  void synchronizeStream(const c10::Stream& stream) const override {
+    graph_check_stream(stream, "synchronizing");
+  }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     check_index(type_, device_index);
+    graph_check_device_sync(c10::Device(type_, device_index));
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -109,13 +113,20 @@ class EmulatedGuard final : public c10::impl::DeviceGuardImplInterface {
       *event = e;
     }
     e->recorded_at = std::chrono::steady_clock::now();
+    graph_note_event_record(e, stream);  // a capturing stream's event completes only on replay
   }
-  void block(void* /*event*/, const c10::Stream& /*stream*/) const override {}
-  bool queryEvent(void* /*event*/) const override {
+  void block(void* event, const c10::Stream& stream) const override {
+    graph_note_event_block(event, stream);  // waiting on a capturing stream joins its capture
+  }
+  bool queryEvent(void* event) const override {
+    graph_check_event(event, type_, "querying");
     return true;
   }
-  void synchronizeEvent(void* /*event*/) const override {}
+  void synchronizeEvent(void* event) const override {
+    graph_check_event(event, type_, "synchronizing");
+  }
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+    graph_forget_event(event);
     delete static_cast<Event*>(event);
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {

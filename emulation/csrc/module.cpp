@@ -220,4 +220,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_rng_state", [](const std::string& key, int64_t index, const std::string& bytes) {
     set_rng_state(device_of(key, index), bytes);
   });
+  bind_graphs(m);  // graph capture and pools (graphs.cpp)
 }

@@ -30,31 +30,45 @@ class DeviceGenerator final : public c10::GeneratorImpl {
     return host_;
   }
   // The public methods are called with this generator's mutex held; kernels lock the host's.
+  // While the current stream captures a graph, CUDA's generator refuses what would read or change
+  // its host-side state (graph_check_generator); reseeding with the same seed is a no-op.
   void set_current_seed(uint64_t seed) override {
     std::lock_guard<std::mutex> lock(host_.mutex());
+    if (graph_capturing(device())) {
+      TORCH_CHECK(host_.current_seed() == seed, "CUDAGeneratorImpl::set_current_seed can be called during stream "
+                  "capture only if new seed is the same as the original seed (torchplug's emulated ", device(),
+                  " is capturing a graph on the current stream)");
+      return;
+    }
     host_.set_current_seed(seed);
   }
   void set_offset(uint64_t offset) override {
+    graph_check_generator(device(), "Cannot call CUDAGeneratorImpl::set_offset");
     std::lock_guard<std::mutex> lock(host_.mutex());
     host_.set_offset(offset);
   }
   uint64_t get_offset() const override {
+    graph_check_generator(device(), "Cannot call CUDAGeneratorImpl::get_offset");
     std::lock_guard<std::mutex> lock(host_.mutex());
     return host_.get_offset();
   }
   uint64_t current_seed() const override {
+    graph_check_generator(device(), "Cannot call CUDAGeneratorImpl::current_seed");
     std::lock_guard<std::mutex> lock(host_.mutex());
     return host_.current_seed();
   }
   uint64_t seed() override {
+    graph_check_generator(device(), "Cannot call CUDAGeneratorImpl::seed");
     std::lock_guard<std::mutex> lock(host_.mutex());
     return host_.seed();
   }
   void set_state(const c10::TensorImpl& new_state) override {
+    graph_check_generator(device(), "Please ensure to utilize the CUDAGeneratorImpl::set_state_index method during capturing.");
     std::lock_guard<std::mutex> lock(host_.mutex());
     host_.unsafeGetGeneratorImpl()->set_state(new_state);
   }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    graph_check_generator(device(), "Cannot call CUDAGeneratorImpl::current_seed");  // CUDA's get_state reads it
     std::lock_guard<std::mutex> lock(host_.mutex());
     return host_.unsafeGetGeneratorImpl()->get_state();
   }
