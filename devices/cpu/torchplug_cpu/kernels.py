@@ -4,7 +4,9 @@ The extension (csrc/) defines torchplug_cpu:: ops. `load()` registers them throu
 dispatcher on the CPU key: as the float16 kernels of aten mm / addmm / bmm / baddbmm (functional,
 out= and in-place forms, so linear and matmul too) and of the flash attention F.sdpa runs; as the
 fp32 / bf16 / fp16 kernels of aten argmax (greedy decoding) and _fused_rms_norm (F.rms_norm), which
-run SIMD row kernels on the common layouts and torch's kernel on the rest; and as the fp32 / bf16 /
+run SIMD row kernels on the common layouts and torch's kernel on the rest; as the fp32 / bf16 / fp16
+kernels of aten's weight-only int8 / int4 products (_weight_int8pack_mm, _weight_int4pack_mm_for_cpu);
+and as the fp32 / bf16 /
 fp16 kernels of the four torchplug:: LLM ops (when torchplug.ops is first imported, as defining
 those ops is not free). Every other dtype keeps torch's kernel. `unload()` gives them back. For
 torch.compile, an Inductor pass (inductor.py) points compiled fp16 GEMMs at the same ops.
@@ -58,6 +60,9 @@ DECODE_OPS = ("argmax", "argmax.out", "_fused_rms_norm")
 # AutogradCPU is routed too, to a kernel that runs the composite where autograd has work. It is
 # routed first, while the composite is still the kernel the dtype split keeps for other dtypes.
 COMPOSITE_OPS = ("_fused_rms_norm",)
+# Weight-only quantized products (csrc/quant_ops.cpp: what torchao's CPU int8 / int4 layouts call),
+# for LLM_DTYPES activations.
+QUANT_OPS = ("_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu")
 
 _lock = threading.RLock()
 _extension: ModuleType | None = None
@@ -108,7 +113,7 @@ def load(build: bool = True) -> ModuleType | None:
         _registrations.extend(_register("aten", op, (torch.float16,)) for op in ATTENTION_OPS)
         for op in COMPOSITE_OPS:
             _route_autograd(op, f"torchplug_cpu::{op}")
-        _registrations.extend(_register("aten", op, LLM_DTYPES) for op in DECODE_OPS)
+        _registrations.extend(_register("aten", op, LLM_DTYPES) for op in DECODE_OPS + QUANT_OPS)
         when_torchplug_ops_defined(_register_llm_ops)
         from .inductor import install_when_inductor_loads
 

@@ -20,5 +20,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("skinny"));
   m.def("cpu_vendor", &tc::cpu_vendor, "CPUID vendor string");
   m.def("argmax_calls", &tc::argmax_calls, "calls that reached torchplug's argmax kernel so far");
+  m.def("quant_mm_calls", &tc::quant_mm_calls, "calls that reached torchplug's int8 / int4 weight-only kernels so far");
   m.def("fused_rms_norm_calls", &tc::fused_rms_norm_calls, "calls that reached torchplug's _fused_rms_norm kernel so far");
 }

@@ -30,6 +30,12 @@ struct Avx2 {
     __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
   }
+  // Quantized weights: W int8, or W 4-bit fields (bits S..S+3 of W bytes), as fp32.
+  static V load(const int8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+  template <int S> static V load_u4(const uint8_t* p) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, S), _mm256_set1_epi32(15)));
+  }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
@@ -57,6 +63,9 @@ struct Avx2 {
   // Bit i set where lane i of a == lane i of b (a NaN equals nothing, itself included).
   static uint32_t eq_mask(V a, V b) { return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_EQ_OQ)); }
   static float to_float(fp16_t h) { return half_to_float(h); }
+  static float to_float(bf16_t h) { return bf16_to_float(h); }
+  static float to_float(float f) { return f; }
+  static float to_float(int8_t i) { return i; }
   static fp16_t to_half(float f) { return float_to_half(f); }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {
     TP_ISA::convert_transpose_8x8(src, src_ld, dst, dst_ld);

@@ -26,6 +26,12 @@ struct Avx512 {
     r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
   }
+  // Quantized weights: W int8, or W 4-bit fields (bits S..S+3 of W bytes), as fp32.
+  static V load(const int8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
+  template <int S> static V load_u4(const uint8_t* p) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(b, S), _mm512_set1_epi32(15)));
+  }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
@@ -42,6 +48,9 @@ struct Avx512 {
   static float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
   static uint32_t eq_mask(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
   static float to_float(fp16_t h) { return half_to_float(h); }
+  static float to_float(bf16_t h) { return bf16_to_float(h); }
+  static float to_float(float f) { return f; }
+  static float to_float(int8_t i) { return i; }
   static fp16_t to_half(float f) { return float_to_half(f); }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {
     TP_ISA::convert_transpose_8x8(src, src_ld, dst, dst_ld);
