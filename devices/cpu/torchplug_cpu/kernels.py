@@ -18,6 +18,9 @@ doctor`, or `load()`) builds it once per torch version.
 TORCHPLUG_CPU_ISA=avx512|avx2|scalar forces a path; unset, the best the CPU supports runs. An
 unknown value, or a path the CPU lacks, raises ValueError saying what this CPU supports.
 
+Where torch's oneDNN has its own fp16 matmul (AVX512-FP16 / AMX-FP16 CPUs), fp16 products with more
+than 8 rows and 8 columns go to it (faster there); torchplug's GEMM keeps the skinny ones.
+
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
 `stock` keeps torch's (MKL). `auto` (the default) is a CPU-vendor rule: oneDNN on AMD CPUs whose
@@ -108,6 +111,7 @@ def load(build: bool = True) -> ModuleType | None:
         global _fp32
         _fp32 = fp32_route()
         _extension.set_fp32_route_skinny(_fp32[0] == "onednn-skinny")
+        _extension.set_fp16_route_onednn(onednn_fp16())
         dtypes = (torch.float16,) if _fp32[0] == "stock" else (torch.float16, torch.float32)
         _registrations.extend(_register("aten", op, dtypes) for op in GEMM_OPS)
         _registrations.extend(_register("aten", op, (torch.float16,)) for op in ATTENTION_OPS)
@@ -147,10 +151,17 @@ def fp32_route() -> tuple[str, str]:
     return "stock", f"{vendor or 'unknown'} CPU: torch's MKL is as fast" if usable else "no AVX-512 oneDNN path"
 
 
+def onednn_fp16() -> bool:
+    """Whether torch's oneDNN has its own fp16 matmul on this CPU (AVX512-FP16 or AMX-FP16): it then
+    runs fp16 products of more than a few rows faster than torchplug's GEMM, which keeps the rest."""
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_fp16_supported()
+
+
 def fp32_status() -> str:
-    """How float32 GEMMs run while loaded, for `torchplug list`."""
+    """How float32 (and, where oneDNN has an fp16 path, float16) GEMMs run while loaded, for `torchplug list`."""
     route, why = _fp32 if loaded() else ("stock", "kernels not loaded")
-    return f"fp32 GEMM: {route} ({why})"
+    fp16 = "; fp16 GEMMs of more than 8 rows and columns: torch's oneDNN (AVX512-FP16)" if loaded() and onednn_fp16() else ""
+    return f"fp32 GEMM: {route} ({why}){fp16}"
 
 
 def _register_llm_ops() -> None:

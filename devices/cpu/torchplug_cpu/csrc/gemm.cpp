@@ -95,8 +95,12 @@ void scale_only(const at::Tensor& c, const at::Tensor& cin, float beta) {
 }
 
 std::atomic<uint64_t> g_calls{0};
+std::atomic<bool> g_onednn_fp16{false};
 
 }  // namespace
+
+bool fp16_route_onednn() { return g_onednn_fp16.load(std::memory_order_relaxed); }
+void set_fp16_route_onednn(bool onednn) { g_onednn_fp16.store(onednn, std::memory_order_relaxed); }
 
 // Each thread keeps its scratch between calls (it only grows): allocating ~100 KB-2 MB per call
 // costs page faults that show on small products. No kernel calls another while it holds it, so

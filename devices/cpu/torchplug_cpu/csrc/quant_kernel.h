@@ -164,6 +164,18 @@ struct Quant {
     return p.split ? s : s < bw / 2 ? 2 * s : 2 * (s - bw / 2) + 1;
   }
 
+  // group_scales() of `count` (a multiple of W) consecutive columns from c, W at a time.
+  template <class T>
+  static void group_scales_vec(const QuantProblem& p, int64_t g, int64_t c, int64_t count, float* scale, float* zero) {
+    const T* sz = static_cast<const T*>(p.scales) + (g * p.n + c) * 2;
+    for (int64_t j = 0; j < count; j += W) {
+      V s, z;
+      I::deinterleave(I::load(sz + 2 * j), I::load(sz + 2 * j + W), s, z);
+      I::store(scale + j, s);
+      I::store(zero + j, I::fma(s, I::set1(-8.f), z));
+    }
+  }
+
   // Rows [0, Rn) of x (a, k floats apart; xs: their sums per group, `groups` apart) against one
   // full block of BW columns: tot[r * BW + slot] = fp32 results in slot order.
   template <int BW, int Rn, class T>
@@ -175,17 +187,18 @@ struct Quant {
     std::memset(tot, 0, Rn * BW * sizeof(float));
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k_begin = g * p.group, k_end = min(p.k, k_begin + p.group);
-      group_scales<T>(p, g, BW, [&](int64_t s) { return c0 + column_of_slot(p, s, BW); }, scale, zero);
+      if (p.split) group_scales_vec<T>(p, g, c0, BW, scale, zero);
+      else group_scales<T>(p, g, BW, [&](int64_t s) { return c0 + column_of_slot(p, s, BW); }, scale, zero);
       V part[Rn][NV];
       for (int r = 0; r < Rn; ++r)
         for (int v = 0; v < NV; ++v) part[r][v] = I::zero();
       for (int64_t kk = k_begin; kk < k_end; ++kk) {
         const uint8_t* row = blk + kk * HB;
+        // The blocks follow one another in memory: one stream, prefetched as far ahead as the
+        // fp16 GEMV's (a prefetch per row; at most 32 bytes a row, so every line is asked for).
+        __builtin_prefetch(row + Gemv<I>::kPrefetchLines * 64, 0, 3);
         V q[NV];
-        for (int v = 0; v < HV; ++v) {
-          q[v] = I::template load_u4<0>(row + v * W);
-          q[HV + v] = I::template load_u4<4>(row + v * W);
-        }
+        for (int v = 0; v < HV; ++v) I::load_u4x2(row + v * W, q[v], q[HV + v]);
         for (int r = 0; r < Rn; ++r) {
           const V xv = I::set1(a[r * p.k + kk]);
           for (int v = 0; v < NV; ++v) part[r][v] = I::fma(xv, q[v], part[r][v]);
@@ -287,8 +300,10 @@ struct Quant {
     const bool vector = p.split && bw == p.block && half % W == 0 && o0 % W == 0 && nr % W == 0;
     for (int64_t kk = 0; kk < kc; ++kk) {
       const int64_t k = k0 + kk;
-      if (kk == 0 || k % p.group == 0)
-        group_scales<T>(p, k / p.group, nr, [&](int64_t j) { return c + j; }, scale, zero);
+      if (kk == 0 || k % p.group == 0) {
+        if (vector) group_scales_vec<T>(p, k / p.group, c, nr, scale, zero);
+        else group_scales<T>(p, k / p.group, nr, [&](int64_t j) { return c + j; }, scale, zero);
+      }
       const uint8_t* row = blk + k * half;
       float* d = dst + kk * NR;
       if (vector) {

@@ -36,6 +36,17 @@ struct Avx2 {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, S), _mm256_set1_epi32(15)));
   }
+  // Both nibbles of W bytes: lo = bits 0-3, hi = bits 4-7.
+  static void load_u4x2(const uint8_t* p, V& lo, V& hi) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  }
+  // Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2W floats a, b (interleaved pairs, e.g. scale / zero).
+  static void deinterleave(V a, V b, V& even, V& odd) {
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+  }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }

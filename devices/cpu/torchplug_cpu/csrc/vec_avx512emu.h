@@ -23,6 +23,14 @@ struct Avx512Emu {
     Avx2::store(p + 8, v.hi);
   }
   template <int S> static V load_u4(const uint8_t* p) { return {Avx2::load_u4<S>(p), Avx2::load_u4<S>(p + 8)}; }
+  static void load_u4x2(const uint8_t* p, V& lo, V& hi) {
+    Avx2::load_u4x2(p, lo.lo, hi.lo);
+    Avx2::load_u4x2(p + 8, lo.hi, hi.hi);
+  }
+  static void deinterleave(V a, V b, V& even, V& odd) {
+    Avx2::deinterleave(a.lo, a.hi, even.lo, odd.lo);
+    Avx2::deinterleave(b.lo, b.hi, even.hi, odd.hi);
+  }
   static V add(V a, V b) { return both(&Avx2::add, a, b); }
   static V sub(V a, V b) { return both(&Avx2::sub, a, b); }
   static V mul(V a, V b) { return both(&Avx2::mul, a, b); }

@@ -24,6 +24,14 @@ struct Scalar {
   static void store(bf16_t* p, V v) { p->bits = c10::detail::round_to_nearest_even(v); }
   static V load(const int8_t* p) { return *p; }
   template <int S> static V load_u4(const uint8_t* p) { return static_cast<float>((*p >> S) & 15); }
+  static void load_u4x2(const uint8_t* p, V& lo, V& hi) {
+    lo = static_cast<float>(*p & 15);
+    hi = static_cast<float>(*p >> 4);
+  }
+  static void deinterleave(V a, V b, V& even, V& odd) {
+    even = a;
+    odd = b;
+  }
   static V add(V a, V b) { return a + b; }
   static V sub(V a, V b) { return a - b; }
   static V mul(V a, V b) { return a * b; }
