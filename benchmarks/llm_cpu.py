@@ -56,6 +56,7 @@ from llm.model import PRESETS, Llama, hf_model, quantize, random_state, streamed
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 GGUF_TYPES = {None: "F16", "int8": "Q8_0", "int4": "Q4_0"}
+GGUF_BYTES = {"F16": 2, "Q8_0": 34 / 32, "Q4_0": 18 / 32}  # per weight: blocks of 32 with an fp16 scale
 VERDICT_QUANT_DECODE, VERDICT_QUANT_PREFILL = 1.0, 0.8
 PROMPT = 16
 VERDICT_DECODE = {"compile": 1.0, "eager": 0.8}
@@ -136,6 +137,8 @@ def llama_cpp_engine(args, state, workdir: str) -> Engine | None:
     qtype = GGUF_TYPES[args.quant]
     path = gguf_file.write(Path(workdir) / f"model-{qtype}.gguf", config, state, qtype)
     threads = torch.get_num_threads()
+    if args.llama_no_extra_bufts:
+        no_extra_buffer_types(llama_cpp)
     llm = llama_cpp.Llama(str(path), n_ctx=max(args.prefill, PROMPT + args.decode) + 8, n_batch=512,
                           n_threads=threads, n_threads_batch=threads, verbose=False)
     prompt = tokens(1, PROMPT, config.vocab)[0].tolist()
@@ -160,11 +163,25 @@ def llama_cpp_engine(args, state, workdir: str) -> Engine | None:
         llm.eval(prompt)
         return torch.from_numpy(np.array(llm.scores[llm.n_tokens - 1]))
 
+    streamed = sum(t.numel() * (GGUF_BYTES[qtype] if t.dim() == 2 else 4) for name, t in state.items()
+                   if name != "model.embed_tokens.weight")
     engine = Engine(f"llama.cpp {llama_cpp.__version__}", qtype.lower(), "llama.cpp", 1, None, prefill, decode,
-                    path.stat().st_size - state["model.embed_tokens.weight"].numel() * (2 if qtype == "F16" else 0))
+                    int(streamed))
     if args.quant:
         check_logits(engine.name, qtype, logits(), gguf_file.round_trip(state, qtype), args)
     return engine
+
+
+def no_extra_buffer_types(llama_cpp) -> None:
+    """Load models without ggml's extra CPU buffer types (AMX, repacked Q4_0): llama-cpp-python 0.3.36
+    built with GGML_NATIVE on an AMX-INT8 Xeon VM crashed in ggml_backend_amx_mul_mat on Q8_0 / Q4_0."""
+    default = llama_cpp.llama_cpp.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+    llama_cpp.llama_cpp.llama_model_default_params = params
 
 
 def check_logits(label: str, dtype: str, got: torch.Tensor, reference: dict[str, torch.Tensor], args) -> None:
@@ -252,13 +269,12 @@ def report_engines(report: Report, args, found: list[Engine], state) -> None:
         rows.append([engine.name, engine.dtype, engine.mode, engine.batch, prefill.cell, decode.cell, gbs.cell, *ratios])
     report.table(["engine", "dtype", "mode", "batch", f"prefill {args.prefill} tok/s", "decode tok/s", "decode GB/s",
                   "prefill vs llama.cpp", "decode vs llama.cpp"], rows)
-    verdicts(report, figures, reference, args.dtypes[0] if args.quant else "fp16")
+    verdicts(report, figures, reference, args.dtypes[0] if args.quant else "fp16", bool(args.quant))
 
 
-def verdicts(report: Report, figures: dict, reference: Engine | None, dtype: str) -> None:
+def verdicts(report: Report, figures: dict, reference: Engine | None, dtype: str, quant: bool) -> None:
     eager = figures.get(("torchplug", dtype, "eager", 1))
     compiled = figures.get(("torchplug", dtype, "compile", 1))
-    quant = reference is not None and reference.dtype != "f16"
     targets = ({"compile": VERDICT_QUANT_DECODE, "eager": VERDICT_QUANT_DECODE}, VERDICT_QUANT_PREFILL) if quant else (
         VERDICT_DECODE, VERDICT_PREFILL)
     if reference and eager:
@@ -300,6 +316,9 @@ def main() -> int:
     cli.add_argument("--hf", action="store_true", help="also time HF transformers' LlamaForCausalLM (eager)")
     cli.add_argument("--quant", choices=("int8", "int4"), help="weight-only quantized decoders (see above)")
     cli.add_argument("--group", type=int, default=128, choices=(32, 64, 128, 256), help="int4 group size (default 128)")
+    cli.add_argument("--llama-no-extra-bufts", action="store_true",
+                     help="load llama.cpp models without ggml's extra CPU buffer types (AMX, Q4_0 repack): a workaround "
+                          "for builds whose AMX kernels crash (docs/cpu-fp16.md, 'Weight-only int8 and int4')")
     cli.add_argument("--quick", action="store_true", help="tiny model, eager, batch 1, short runs, 2 rounds")
     args = cli.parse_args()
     if args.quick:

@@ -4,9 +4,8 @@ Inductor's default Python wrapper calls `extern_kernels.mm(..., out=buf)`, which
 dispatcher and so reaches torchplug's kernels anyway. Its C++ wrapper (`cpp_wrapper=True`) calls
 torch's kernels through C shims (`at::cpu::mm_out`) that bypass the dispatcher. A post-grad pass
 therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes, and fp32 / bf16 / fp16 CPU
-weight-only int8 / int4 products (_weight_int8pack_mm, _weight_int4pack_mm_for_cpu, whether the
-model called them or Inductor's own weight-only pattern made them), to the `torchplug_cpu::` ops
-(same schemas), which both wrappers call through the dispatcher. AOTInductor packages are not rewritten,
+weight-only int8 / int4 products (_weight_int8pack_mm, _weight_int4pack_mm_for_cpu), to the
+`torchplug_cpu::` ops (same schemas), which both wrappers call through the dispatcher. AOTInductor packages are not rewritten,
 so they stay portable to machines without torchplug (and run torch's fp16 GEMM).
 
 The same pass groups skinny fp16 products that share their input (a decode step's q / k / v
