@@ -144,6 +144,10 @@ def llama_cpp_engine(args, state, workdir: str) -> Engine | None:
     prompt = tokens(1, PROMPT, config.vocab)[0].tolist()
     long = tokens(1, args.prefill, config.vocab)[0].tolist()
 
+    def last_logits() -> np.ndarray:
+        # llama-cpp-python 0.3.36 keeps `scores` only with logits_all: read the context's last row
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(config.vocab,))
+
     def prefill() -> float:
         llm.reset()
         start = time.perf_counter()
@@ -155,13 +159,13 @@ def llama_cpp_engine(args, state, workdir: str) -> Engine | None:
         llm.eval(prompt)
         start = time.perf_counter()
         for _ in range(args.decode):
-            llm.eval([int(np.argmax(llm.scores[llm.n_tokens - 1]))])
+            llm.eval([int(np.argmax(last_logits()))])
         return time.perf_counter() - start
 
     def logits() -> torch.Tensor:
         llm.reset()
         llm.eval(prompt)
-        return torch.from_numpy(np.array(llm.scores[llm.n_tokens - 1]))
+        return torch.from_numpy(last_logits().copy())
 
     streamed = sum(t.numel() * (GGUF_BYTES[qtype] if t.dim() == 2 else 4) for name, t in state.items()
                    if name != "model.embed_tokens.weight")
@@ -176,11 +180,14 @@ def no_extra_buffer_types(llama_cpp) -> None:
     """Load models without ggml's extra CPU buffer types (AMX, repacked Q4_0): llama-cpp-python 0.3.36
     built with GGML_NATIVE on an AMX-INT8 Xeon VM crashed in ggml_backend_amx_mul_mat on Q8_0 / Q4_0."""
     default = llama_cpp.llama_cpp.llama_model_default_params
+    if getattr(default, "no_extra_buffer_types", False):
+        return
 
     def params():
         p = default()
         p.use_extra_bufts = False
         return p
+    params.no_extra_buffer_types = True
     llama_cpp.llama_cpp.llama_model_default_params = params
 
 
