@@ -1,6 +1,6 @@
 """FP16 GEMM on the CPU: torch fp32, stock torch fp16, torchplug fp16 and torch bf16, in GFLOP/s.
 
-    python benchmarks/fp16_gemm.py [--quick | --no-compile] [--threads N] [--json PATH]
+    python benchmarks/fp16_gemm.py [--quick | --no-compile | --weight-only] [--threads N] [--json PATH]
 
 Everything is measured in this one run. Stock fp16 runs first, in a subprocess with
 TORCHPLUG_DISABLE=cpu that never loads torchplug's kernels. Then this process (torchplug's kernels
@@ -20,7 +20,8 @@ bytes, scales not counted), stock and torchplug, with fp32 / bf16 / fp16 activat
 row (1 x 2048 by an 8192 x 2048 weight) and a prefill of 128 rows (there stock runs bf16 only: its
 fp32 / fp16 loops take seconds a call), beside torchplug's fp16 F.linear on the same weight shape.
 --quick skips the 2048^2 row, the slow stock / bf16 cases, the compiled MLP and the prefill row of
-the weight-only table; --no-compile skips only the MLP.
+the weight-only table; --no-compile skips only the MLP; --weight-only runs only the weight-only
+table (and its verdicts).
 Verdicts (exit status 1 if one fails): torchplug fp16 >= 1.6x torch fp32 at 1024^2, 2048^2 and the
 64x4096 linear; the compiled MLP >= 1.5x faster than stock max-autotune + freezing; both weight-only
 ops with fp16 activations >= 20x stock at the decode row, and with every activation dtype >= stock's
@@ -329,6 +330,7 @@ def main():
                           "compiled MLP (the fp32 / bf16 comparison and the portable ops still run)")
     cli.add_argument("--no-compile", action="store_true", help="skip only the compiled MLP table and its verdicts")
     cli.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: all)")
+    cli.add_argument("--weight-only", action="store_true", help="only the weight-only quantized table")
     cli.add_argument("--stock-worker", action="store_true", help=argparse.SUPPRESS)
     cli.add_argument("--dtype-worker", action="store_true", help=argparse.SUPPRESS)
     args = cli.parse_args()
@@ -340,6 +342,8 @@ def main():
         return dtype_worker(args.quick)
 
     report = Report("fp16_gemm", args)
+    if args.weight_only:
+        return weight_only_table(report, args)
     stock_run = run_worker("--stock-worker", args.quick, args.threads, compile_mlp=compile_mlp)
     stock = _from_json(stock_run["gemm"])
     from torchplug_cpu import kernels
@@ -399,7 +403,15 @@ def main():
     report.table(["op", "dtype", "shape", "torch reference", "torchplug.ops", "speed-up"], op_rows(report))
     print("\naten ops of a decode step, microseconds (median): torch's kernels (torchplug's withdrawn) vs torchplug's\n")
     report.table(["op", "dtype", "shape", "stock torch", "torchplug", "speed-up"], decode_op_rows(report))
-    print(f"\nWeight-only quantized products, GB/s of weights (median; int4: packed bytes; group {QUANT_GROUP})\n")
+    return weight_only_table(report, args)
+
+
+def weight_only_table(report, args):
+    from torchplug_cpu import kernels
+
+    kernels.load()
+    print(f"\nWeight-only quantized products, {torch.get_num_threads()} threads, torchplug ISA path "
+          f"{kernels.current_isa()}: GB/s of weights (median; int4: packed bytes; group {QUANT_GROUP})\n")
     rows, quant_checks = quant_rows(report, args.quick)
     report.table(["shape", "op", "activations", "stock", "torchplug", "vs stock", "vs stock bf16"], rows)
     print()
