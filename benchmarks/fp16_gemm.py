@@ -24,7 +24,7 @@ the weight-only table; --no-compile skips only the MLP; --weight-only runs only 
 table (and its verdicts).
 Verdicts (exit status 1 if one fails): torchplug fp16 >= 1.6x torch fp32 at 1024^2, 2048^2 and the
 64x4096 linear; the compiled MLP >= 1.5x faster than stock max-autotune + freezing; both weight-only
-ops with fp16 activations >= 20x stock at the decode row, and with every activation dtype >= stock's
+ops with fp16 activations >= 20.0x stock at the decode row, and with every activation dtype >= stock's
 bf16 path at both shapes. A figure whose
 repeats scatter by more than 1.3x (max/min) is marked ~ and so is a verdict resting on it.
 """
