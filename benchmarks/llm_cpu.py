@@ -351,7 +351,7 @@ def main() -> int:
     isa = isa_path()
     state = random_state(PRESETS[args.model])
     print(f"model {args.model}: {sum(t.numel() for t in state.values()) / 1e6:.0f}M parameters, "
-          f"{torch.get_num_threads()} threads; torchplug ISA path {isa['current']}; {kernels.fp32_status()}"
+          f"{torch.get_num_threads()} threads; torchplug ISA path {isa['current']}; {kernels.fp16_status()}; {kernels.fp32_status()}"
           + (f"; {args.quant} weights ({'torchao quantize_' if args.torchao else 'direct op calls'})" if args.quant else ""))
     found = run(args, state)
     report_engines(report, args, found, state)

@@ -46,7 +46,8 @@ class CpuBackend(Backend):
         from . import kernels
 
         if kernels.loaded():
-            detail = f"fp16 GEMM and LLM-op kernels active ({kernels.current_isa()}); {kernels.fp32_status()}"
+            detail = (f"fp16 GEMM and LLM-op kernels active ({kernels.current_isa()}); {kernels.fp16_status()}; "
+                      f"{kernels.fp32_status()}")
         else:
             detail = self.kernel_problem or "torchplug kernels unloaded"
         return dataclasses.replace(super().status(), reason=detail)

@@ -34,7 +34,8 @@ _CONFIG = "torch._inductor.config"
 # In the pass's cache key: a graph cached by an older version of this file is never reused.
 _SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
-_QUANT_MMS = ("_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu")  # for kernels.LLM_DTYPES activations
+_QUANT_MMS = ("_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu")
+_QUANT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # the activations kernels.py registers them for
 _lock = threading.Lock()
 _kernels_loaded: Callable[[], bool] | None = None  # kernels.loaded: whether the GEMM ops are registered now
 
@@ -79,10 +80,8 @@ def rewrite_products(graph: torch.fx.Graph) -> int:
 
     if _kernels_loaded is None or not _kernels_loaded() or V.aot_compilation:
         return 0
-    from .kernels import LLM_DTYPES
-
     ours = {getattr(torch.ops.aten, name).default: (getattr(torch.ops.torchplug_cpu, name).default, dtypes)
-            for names, dtypes in ((_GEMMS, (torch.float16,)), (_QUANT_MMS, LLM_DTYPES)) for name in names}
+            for names, dtypes in ((_GEMMS, (torch.float16,)), (_QUANT_MMS, _QUANT_DTYPES)) for name in names}
     rewritten = 0
     for node in graph.nodes:
         value = node.meta.get("val")

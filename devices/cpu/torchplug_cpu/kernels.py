@@ -158,10 +158,16 @@ def onednn_fp16() -> bool:
 
 
 def fp32_status() -> str:
-    """How float32 (and, where oneDNN has an fp16 path, float16) GEMMs run while loaded, for `torchplug list`."""
+    """How float32 GEMMs run while loaded, for `torchplug list`."""
     route, why = _fp32 if loaded() else ("stock", "kernels not loaded")
-    fp16 = "; fp16 GEMMs of more than 8 rows and columns: torch's oneDNN (AVX512-FP16)" if loaded() and onednn_fp16() else ""
-    return f"fp32 GEMM: {route} ({why}){fp16}"
+    return f"fp32 GEMM: {route} ({why})"
+
+
+def fp16_status() -> str:
+    """How float16 GEMMs run while loaded, for `torchplug list`."""
+    if loaded() and onednn_fp16():
+        return "fp16 GEMM: torchplug's up to 8 rows or columns, torch's oneDNN (AVX512-FP16) beyond"
+    return "fp16 GEMM: torchplug's"
 
 
 def _register_llm_ops() -> None:
