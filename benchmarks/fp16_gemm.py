@@ -1,6 +1,6 @@
 """FP16 GEMM on the CPU: torch fp32, stock torch fp16, torchplug fp16 and torch bf16, in GFLOP/s.
 
-    python benchmarks/fp16_gemm.py [--quick | --no-compile] [--threads N] [--json PATH]
+    python benchmarks/fp16_gemm.py [--quick | --no-compile | --weight-only] [--threads N] [--json PATH]
 
 Everything is measured in this one run. Stock fp16 runs first, in a subprocess with
 TORCHPLUG_DISABLE=cpu that never loads torchplug's kernels. Then this process (torchplug's kernels
@@ -14,10 +14,18 @@ torch.compile: torchplug in default mode against stock default and stock max-aut
 (both in the stock subprocess). A table times the four portable LLM ops (torchplug.ops, served
 on the CPU by torchplug's kernels) against their plain-torch reference, and a last one the aten
 ops a decode step runs outside the GEMMs (argmax of the logits, F.rms_norm) with torchplug's
-kernels withdrawn (stock torch) and registered, in this process. --quick skips the
-2048^2 row, the slow stock / bf16 cases and the compiled MLP; --no-compile skips only the MLP.
+kernels withdrawn (stock torch) and registered, in this process. The weight-only table times aten's
+_weight_int8pack_mm and _weight_int4pack_mm_for_cpu (group 128) in GB/s of weights (int4: packed
+bytes, scales not counted), stock and torchplug, with fp32 / bf16 / fp16 activations, at a decode
+row (1 x 2048 by an 8192 x 2048 weight) and a prefill of 128 rows (there stock runs bf16 only: its
+fp32 / fp16 loops take seconds a call), beside torchplug's fp16 F.linear on the same weight shape.
+--quick skips the 2048^2 row, the slow stock / bf16 cases, the compiled MLP and the prefill row of
+the weight-only table; --no-compile skips only the MLP; --weight-only runs only the weight-only
+table (and its verdicts).
 Verdicts (exit status 1 if one fails): torchplug fp16 >= 1.6x torch fp32 at 1024^2, 2048^2 and the
-64x4096 linear; the compiled MLP >= 1.5x faster than stock max-autotune + freezing. A figure whose
+64x4096 linear; the compiled MLP >= 1.5x faster than stock max-autotune + freezing; both weight-only
+ops with fp16 activations >= 20.0x stock at the decode row, and with every activation dtype >= stock's
+bf16 path at both shapes. A figure whose
 repeats scatter by more than 1.3x (max/min) is marked ~ and so is a verdict resting on it.
 """
 
@@ -259,6 +267,62 @@ def decode_op_rows(report):
     return rows
 
 
+# ---- weight-only quantized products ----------------------------------------------------------------
+
+QUANT_SHAPES = ((1, 2048, 8192), (128, 2048, 8192))  # (m, k, n): a decode row, a prefill of 128 tokens
+QUANT_GROUP = 128
+QUANT_FP16_TARGET = 20.0  # fp16 activations at the decode row, torchplug / stock
+
+
+def quant_rows(report, quick):
+    """[shape, op, dtype, stock GB/s, torchplug GB/s, vs stock, vs stock bf16] and the verdicts' (ok, text, ratio)."""
+    from torchplug_cpu import kernels
+
+    rows, checks = [], []
+    gen = torch.Generator().manual_seed(0)
+    for m, k, n in QUANT_SHAPES[:1] if quick else QUANT_SHAPES:
+        shape = f"{m}x{k} @ {n}x{k}^T"
+        w8 = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
+        w4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.randint(0, 16, (n, k), dtype=torch.int32,
+                                                                              generator=gen), 1)
+        for op, weight_bytes in (("_weight_int8pack_mm", n * k), ("_weight_int4pack_mm_for_cpu", n * k // 2)):
+            figures = {}
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                x = torch.randn(m, k, generator=gen).to(dtype)
+                if op == "_weight_int8pack_mm":
+                    scales = (torch.rand(n, generator=gen) * 0.01).to(dtype)
+                    fn = lambda x=x, s=scales: torch.ops.aten._weight_int8pack_mm(x, w8, s)  # noqa: E731
+                else:
+                    sz = (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).to(dtype)
+                    fn = lambda x=x, sz=sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w4, QUANT_GROUP, sz)  # noqa: E731
+                name = f"{op} {shape} {str(dtype).replace('torch.', '')}"
+                for who in ("stock", "torchplug"):
+                    if who == "stock" and m > 1 and dtype != torch.bfloat16:
+                        continue
+                    (kernels.unload if who == "stock" else kernels.load)()
+                    figures[dtype, who] = report.add(f"{name}, {who}", [weight_bytes / s / 1e9 for s in
+                                                                         median_seconds(fn, budget_s=1.0)], "GB/s")
+                kernels.load()
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                ours, stock, stock_bf16 = (figures.get(key) for key in ((dtype, "torchplug"), (dtype, "stock"),
+                                                                        (torch.bfloat16, "stock")))
+                ratio = report.record(ours.ratio(stock)) if stock else None
+                vs_bf16 = report.record(ours.ratio(stock_bf16))
+                dtype_name = str(dtype).replace("torch.", "")
+                rows.append([shape, op, dtype_name, stock.cell if stock else "-", ours.cell,
+                             ratio.cell + "x" if ratio else "-", vs_bf16.cell + "x"])
+                checks.append((vs_bf16.median >= 1.0, f"{op} {shape} {dtype_name}: torchplug / stock bf16 = "
+                                                      f"{vs_bf16.cell}x (target >= 1.0)", vs_bf16))
+                if dtype == torch.float16 and m == 1:
+                    checks.append((ratio.median >= QUANT_FP16_TARGET, f"{op} {shape} float16: torchplug / stock = "
+                                   f"{ratio.cell}x (target >= {QUANT_FP16_TARGET:g})", ratio))
+        x16, w16 = torch.randn(m, k, generator=gen).half(), torch.randn(n, k, generator=gen).half()
+        linear = report.add(f"F.linear {shape} float16, torchplug", [n * k * 2 / s / 1e9 for s in
+                                                                     median_seconds(lambda: F.linear(x16, w16))], "GB/s")
+        rows.append([shape, "F.linear (fp16 weights)", "float16", "", linear.cell, "", ""])
+    return rows, checks
+
+
 def main():
     cli = parser(__doc__)
     cli.add_argument("--quick", action="store_true",
@@ -266,6 +330,7 @@ def main():
                           "compiled MLP (the fp32 / bf16 comparison and the portable ops still run)")
     cli.add_argument("--no-compile", action="store_true", help="skip only the compiled MLP table and its verdicts")
     cli.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: all)")
+    cli.add_argument("--weight-only", action="store_true", help="only the weight-only quantized table")
     cli.add_argument("--stock-worker", action="store_true", help=argparse.SUPPRESS)
     cli.add_argument("--dtype-worker", action="store_true", help=argparse.SUPPRESS)
     args = cli.parse_args()
@@ -277,6 +342,8 @@ def main():
         return dtype_worker(args.quick)
 
     report = Report("fp16_gemm", args)
+    if args.weight_only:
+        return weight_only_table(report, args)
     stock_run = run_worker("--stock-worker", args.quick, args.threads, compile_mlp=compile_mlp)
     stock = _from_json(stock_run["gemm"])
     from torchplug_cpu import kernels
@@ -336,6 +403,20 @@ def main():
     report.table(["op", "dtype", "shape", "torch reference", "torchplug.ops", "speed-up"], op_rows(report))
     print("\naten ops of a decode step, microseconds (median): torch's kernels (torchplug's withdrawn) vs torchplug's\n")
     report.table(["op", "dtype", "shape", "stock torch", "torchplug", "speed-up"], decode_op_rows(report))
+    return weight_only_table(report, args)
+
+
+def weight_only_table(report, args):
+    from torchplug_cpu import kernels
+
+    kernels.load()
+    print(f"\nWeight-only quantized products, {torch.get_num_threads()} threads, torchplug ISA path "
+          f"{kernels.current_isa()}: GB/s of weights (median; int4: packed bytes; group {QUANT_GROUP})\n")
+    rows, quant_checks = quant_rows(report, args.quick)
+    report.table(["shape", "op", "activations", "stock", "torchplug", "vs stock", "vs stock bf16"], rows)
+    print()
+    for ok, text, ratio in quant_checks:
+        report.verdict(ok, text, ratio)
     return report.finish()
 
 

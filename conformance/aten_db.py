@@ -328,6 +328,9 @@ def _tensor_state() -> dict[str, Callable[[], list[S]]]:
     }
 
 
+_QUANT_ACTIVATIONS = (torch.float32, torch.bfloat16, torch.float16)
+
+
 def _quantization() -> dict[str, Callable[[], list[S]]]:
     """Quantization helpers that take and give plain strided tensors."""
     per_channel = lambda: (_t(3, 4), _p(3) / 10, torch.tensor([0.0, 1.0, -1.0]))  # noqa: E731
@@ -348,8 +351,18 @@ def _quantization() -> dict[str, Callable[[], list[S]]]:
         "mkldnn_rnn_layer": lambda: [S(_t(3, 2, 4), _t(20, 4), _t(20, 5), _t(20), _t(20), _t(2, 5), _t(2, 5), False, [],
                                        2, 5, 1, True, False, False, True)],
         "_convert_weight_to_int4pack_for_cpu": lambda: [S(torch.randint(0, 16, (16, 64), dtype=torch.int32), 2)],
-        "_weight_int4pack_mm_for_cpu": lambda: [S(_t(3, 64), torch.ops.aten._convert_weight_to_int4pack_for_cpu(
-            torch.randint(0, 16, (16, 64), dtype=torch.int32), 2), 32, _t(2, 16, 2))],
+        # weight-only quantized products, with fp32 / bf16 / fp16 activations: a decode row, a few rows,
+        # and more rows than a backend's skinny path takes; int8 with an odd k, int4 with a narrower last block.
+        # Neither has a float64 kernel to arbitrate a different summation order, so the values keep fp32's
+        # rounding of the sums below float32's atol (1e-5) with results of order 1.
+        "_weight_int4pack_mm_for_cpu": lambda: [
+            S(_t(m, 64, dtype=dtype), torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+                torch.randint(0, 16, (n, 64), dtype=torch.int32), 2), 32, _t(2, n, 2, dtype=dtype, low=-0.1, high=0.1))
+            for dtype in _QUANT_ACTIVATIONS for m, n in ((1, 80), (3, 16), (20, 64))],
+        "_weight_int8pack_mm": lambda: [
+            S(_t(m, k, dtype=dtype, low=-0.5, high=0.5), torch.randint(-128, 128, (n, k), dtype=torch.int8),
+              (_p(n) / 100).to(dtype))
+            for dtype in _QUANT_ACTIVATIONS for m, k, n in ((1, 64, 48), (3, 37, 16), (20, 64, 40))],
         # (weights, scales_zeros, bias, block_size, in_features, out_features): packs uint8 4-bit pairs
         "_dyn_quant_pack_4bit_weight": lambda: [S(torch.randint(0, 255, (16, 16), dtype=torch.uint8), _t(16, 1), None,
                                                   32, 32, 16)],

@@ -24,10 +24,13 @@ kernels = pytest.importorskip("torchplug_cpu.kernels")
 
 @pytest.fixture(scope="module")
 def ext():
-    """The extension with the kernels registered; the previous state is restored afterwards."""
+    """The extension with the kernels registered, every fp16 product on torchplug's GEMM (also
+    where oneDNN would take the larger ones); the previous state is restored afterwards."""
     was_loaded = kernels.loaded()
     module = kernels.load()
+    module.set_fp16_route_onednn(False)
     yield module
+    module.set_fp16_route_onednn(kernels.onednn_fp16())
     if not was_loaded:
         kernels.unload()
 
@@ -461,10 +464,36 @@ def test_autoload_registers_the_kernels_and_unload_restores_stock():
                           "reloaded": routed()[0], "registrations": len(kernels._registrations)}))
     """
     result = run_python(code)
-    aten = len(kernels.GEMM_OPS) + len(kernels.ATTENTION_OPS) + len(kernels.DECODE_OPS)
+    aten = len(kernels.GEMM_OPS) + len(kernels.ATTENTION_OPS) + len(kernels.DECODE_OPS) + len(kernels.QUANT_OPS)
     assert json.loads(result.stdout) == {"at_import": True, "ours": 1, "after_unload": 0, "reloaded": 1,
                                          "registrations": aten}
     assert "Warning" not in result.stderr, result.stderr
+
+
+def test_fp16_products_go_to_onednn_where_it_has_an_fp16_path(ext):
+    """On CPUs where torch's oneDNN has its own fp16 matmul (AVX512-FP16), products with more than 8
+    rows and 8 columns run torch's kernel (faster there), bit for bit; the skinny ones stay ours."""
+    if not kernels.onednn_fp16():
+        pytest.skip("torch's oneDNN has no fp16 matmul on this CPU (it needs AVX512-FP16 or AMX-FP16)")
+    gen = torch.Generator().manual_seed(3)
+    a, b, w = rand(64, 96, gen=gen), rand(96, 72, gen=gen), rand(72, 96, gen=gen)
+
+    def products():
+        return [torch.mm(a, b), F.linear(a, w), torch.bmm(a[None], b[None]), torch.mm(a[:8], b), torch.mm(a, b[:, :8])]
+    ext.set_fp16_route_onednn(True)
+    try:
+        before = calls(ext)
+        routed = products()
+        assert calls(ext) == before + 2  # the 8-row and 8-column products
+        kernels.unload()
+        stock = products()
+    finally:
+        kernels.load()
+        ext.set_fp16_route_onednn(False)
+    for got, want in zip(routed[:3], stock[:3]):
+        assert torch.equal(got, want)
+    for got, (x, y) in zip(routed[3:], ((a[:8], b), (a, b[:, :8]))):
+        assert_gemm_close(got, x, y)
 
 
 def test_disabled_plugin_leaves_torch_stock():

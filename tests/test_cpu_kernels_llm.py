@@ -225,5 +225,5 @@ def test_op_kernels_register_once_when_torchplug_ops_is_first_imported():
                           "route": route("torchplug::silu_and_mul", "cpu", "CPU", torch.bfloat16)}))
     """
     report = json.loads(run_python(code).stdout)
-    aten = len(kernels.GEMM_OPS) + len(kernels.ATTENTION_OPS) + len(kernels.DECODE_OPS)
+    aten = len(kernels.GEMM_OPS) + len(kernels.ATTENTION_OPS) + len(kernels.DECODE_OPS) + len(kernels.QUANT_OPS)
     assert report == {"before": [False, aten], "after": aten + len(kernels.LLM_OPS), "route": "kernel"}

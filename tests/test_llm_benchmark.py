@@ -10,7 +10,7 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from llm import gguf_file  # noqa: E402
-from llm.model import PRESETS, Llama, random_state, streamed_bytes  # noqa: E402
+from llm.model import PRESETS, Llama, quantize, random_state, streamed_bytes  # noqa: E402
 
 CONFIG = PRESETS["tiny"]
 
@@ -36,7 +36,7 @@ def test_cached_decode_matches_a_full_forward_at_every_position(compiled):
 def test_streamed_bytes_leave_out_only_the_input_embedding():
     state = random_state(CONFIG)
     total = sum(t.numel() for t in state.values())
-    assert streamed_bytes(state, torch.float16) == 2 * (total - CONFIG.vocab * CONFIG.hidden)
+    assert streamed_bytes({name: t.half() for name, t in state.items()}) == 2 * (total - CONFIG.vocab * CONFIG.hidden)
 
 
 def test_the_gguf_file_holds_every_weight_in_llama_cpp_names_and_layout(tmp_path):
@@ -54,6 +54,33 @@ def test_the_gguf_file_holds_every_weight_in_llama_cpp_names_and_layout(tmp_path
     torch.testing.assert_close(q, expected_q.half().float())
     v = torch.from_numpy(tensors["blk.0.attn_v.weight"].data.copy()).float()
     torch.testing.assert_close(v, state["model.layers.0.self_attn.v_proj.weight"].half().float())
+
+
+@pytest.mark.parametrize("quant", ["int8", "int4"])
+def test_a_quantized_decoder_computes_what_its_dequantized_weights_do(quant):
+    """--quant: every matrix but the embedding becomes a weight-only int8 / int4 product, and
+    quantize()'s float32 weights (the logits' reference) are what those products multiply by."""
+    state = random_state(CONFIG)
+    weights, reference = quantize(state, quant, torch.float32, group=64)
+    tokens = torch.randint(0, CONFIG.vocab, (1, 5), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        got = Llama(CONFIG, weights, torch.float32, 8, 1)(tokens, torch.tensor(0))
+        want = Llama(CONFIG, reference, torch.float32, 8, 1)(tokens, torch.tensor(0))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    matrices = sum(t.numel() for name, t in state.items() if t.dim() == 2 and name != "model.embed_tokens.weight")
+    assert streamed_bytes(weights) < matrices * (1.1 if quant == "int8" else 0.65)  # int4: + fp32 scales, zeros
+
+
+def test_a_quantized_gguf_file_holds_gguf_pys_blocks(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    state = random_state(CONFIG)
+    reader = gguf.GGUFReader(gguf_file.write(tmp_path / "m.gguf", CONFIG, state, "Q8_0"))
+    tensors = {t.name: t for t in reader.tensors}
+    assert tensors["blk.0.attn_v.weight"].tensor_type == gguf.GGMLQuantizationType.Q8_0
+    assert tensors["blk.0.attn_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+    v = gguf.quants.dequantize(tensors["blk.0.attn_v.weight"].data, gguf.GGMLQuantizationType.Q8_0)
+    expected = gguf_file.round_trip(state, "Q8_0")["model.layers.0.self_attn.v_proj.weight"]
+    torch.testing.assert_close(torch.from_numpy(v.copy()).float().reshape(expected.shape), expected)
 
 
 def test_rotary_permutation_interleaves_each_heads_halves():

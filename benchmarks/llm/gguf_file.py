@@ -1,4 +1,5 @@
-"""The decoder's weights as an F16 GGUF file that llama.cpp loads (written with the `gguf` package).
+"""The decoder's weights as a GGUF file that llama.cpp loads (written with the `gguf` package): F16, or
+Q8_0 / Q4_0 through gguf-py's own quantizers.
 
 The tokenizer is a placeholder vocabulary of `vocab` tokens: the benchmark feeds token ids, never text.
 Q and K rows are permuted from HF's rotate-half rotary layout to GGUF's interleaved one, as
@@ -32,7 +33,25 @@ def permute_rotary(weight: torch.Tensor, heads: int) -> torch.Tensor:
     return weight.reshape(heads, 2, rows // heads // 2, cols).transpose(1, 2).reshape(rows, cols)
 
 
-def write(path: Path, config: Config, state: dict[str, torch.Tensor]) -> Path:
+def quantized(array: np.ndarray, qtype: str) -> np.ndarray:
+    """gguf-py's quantizer: a float32 matrix as `qtype` ("Q8_0", "Q4_0") blocks of 32 along a row."""
+    import gguf
+
+    return gguf.quants.quantize(array.astype(np.float32), gguf.GGMLQuantizationType[qtype])
+
+
+def round_trip(state: dict[str, torch.Tensor], qtype: str) -> dict[str, torch.Tensor]:
+    """The float32 weights llama.cpp computes with in a `qtype` file: every matrix quantized by gguf-py
+    and dequantized (blocks lie along a row, so the rotary row permutation commutes with it)."""
+    import gguf
+
+    return {name: torch.from_numpy(gguf.quants.dequantize(quantized(t.numpy(), qtype), gguf.GGMLQuantizationType[qtype]))
+            if t.dim() == 2 else t
+            for name, t in state.items()}
+
+
+def write(path: Path, config: Config, state: dict[str, torch.Tensor], qtype: str = "F16") -> Path:
+    """The GGUF file; qtype "F16", or "Q8_0" / "Q4_0" for every matrix (gguf-py's quantizers)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), "llama")
@@ -47,7 +66,7 @@ def write(path: Path, config: Config, state: dict[str, torch.Tensor]) -> Path:
     writer.add_rope_freq_base(config.rope_theta)
     writer.add_layer_norm_rms_eps(config.eps)
     writer.add_vocab_size(config.vocab)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_file_type(getattr(gguf.LlamaFileType, f"MOSTLY_{qtype}"))
     writer.add_tokenizer_model("llama")
     writer.add_token_list([b"<unk>", b"<s>", b"</s>", *(f"t{i}".encode() for i in range(3, config.vocab))])
     writer.add_token_scores([0.0] * config.vocab)
@@ -59,9 +78,13 @@ def write(path: Path, config: Config, state: dict[str, torch.Tensor]) -> Path:
         if name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = config.heads if "q_proj" in name else config.kv_heads
             tensor = permute_rotary(tensor, heads)
-        # llama.cpp keeps norms in F32, matrices in F16 (what an F16 conversion writes).
-        array = tensor.numpy().astype(np.float32 if tensor.dim() == 1 else np.float16)
-        writer.add_tensor(gguf_name(name), array)
+        # llama.cpp keeps norms in F32, matrices in F16 (what an F16 conversion writes) or qtype.
+        if tensor.dim() == 1:
+            writer.add_tensor(gguf_name(name), tensor.numpy().astype(np.float32))
+        elif qtype == "F16":
+            writer.add_tensor(gguf_name(name), tensor.numpy().astype(np.float16))
+        else:
+            writer.add_tensor(gguf_name(name), quantized(tensor.numpy(), qtype), raw_dtype=gguf.GGMLQuantizationType[qtype])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -3,8 +3,9 @@
 Inductor's default Python wrapper calls `extern_kernels.mm(..., out=buf)`, which goes through the
 dispatcher and so reaches torchplug's kernels anyway. Its C++ wrapper (`cpp_wrapper=True`) calls
 torch's kernels through C shims (`at::cpu::mm_out`) that bypass the dispatcher. A post-grad pass
-therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes to the `torchplug_cpu::` ops (same
-schemas), which both wrappers call through the dispatcher. AOTInductor packages are not rewritten,
+therefore rewrites float16 CPU mm / addmm / bmm / baddbmm nodes, and fp32 / bf16 / fp16 CPU
+weight-only int8 / int4 products (_weight_int8pack_mm, _weight_int4pack_mm_for_cpu), to the
+`torchplug_cpu::` ops (same schemas), which both wrappers call through the dispatcher. AOTInductor packages are not rewritten,
 so they stay portable to machines without torchplug (and run torch's fp16 GEMM).
 
 The same pass groups skinny fp16 products that share their input (a decode step's q / k / v
@@ -33,6 +34,8 @@ _CONFIG = "torch._inductor.config"
 # In the pass's cache key: a graph cached by an older version of this file is never reused.
 _SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _GEMMS = ("mm", "addmm", "bmm", "baddbmm")
+_QUANT_MMS = ("_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu")
+_QUANT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # the activations kernels.py registers them for
 _lock = threading.Lock()
 _kernels_loaded: Callable[[], bool] | None = None  # kernels.loaded: whether the GEMM ops are registered now
 
@@ -53,7 +56,7 @@ def _install(config: ModuleType) -> None:
 
     class Fp16GemmPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
-            if rewrite_fp16_gemms(graph):
+            if rewrite_products(graph):
                 group_skinny_gemms(graph)
 
         def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
@@ -66,8 +69,9 @@ def _install(config: ModuleType) -> None:
     config.post_grad_custom_post_pass = [*get_custom_graph_passes(config.post_grad_custom_post_pass), Fp16GemmPass()]
 
 
-def rewrite_fp16_gemms(graph: torch.fx.Graph) -> int:
-    """Point float16 CPU mm/addmm/bmm/baddbmm nodes at torchplug_cpu's ops; returns how many.
+def rewrite_products(graph: torch.fx.Graph) -> int:
+    """Point float16 CPU mm/addmm/bmm/baddbmm nodes, and fp32 / bf16 / fp16 CPU weight-only int8 /
+    int4 products, at torchplug_cpu's ops; returns how many GEMMs it rewrote.
 
     AOTInductor packages are left alone: rewritten, they would only run where torchplug-cpu is
     loaded (and torch 2.13's AOTInductor proxy executor rejects these ops' Scalar arguments).
@@ -76,14 +80,15 @@ def rewrite_fp16_gemms(graph: torch.fx.Graph) -> int:
 
     if _kernels_loaded is None or not _kernels_loaded() or V.aot_compilation:
         return 0
-    targets = {getattr(torch.ops.aten, name).default: getattr(torch.ops.torchplug_cpu, name).default for name in _GEMMS}
+    ours = {getattr(torch.ops.aten, name).default: (getattr(torch.ops.torchplug_cpu, name).default, dtypes)
+            for names, dtypes in ((_GEMMS, (torch.float16,)), (_QUANT_MMS, _QUANT_DTYPES)) for name in names}
     rewritten = 0
     for node in graph.nodes:
         value = node.meta.get("val")
-        if (node.op == "call_function" and node.target in targets and isinstance(value, torch.Tensor)
-                and value.dtype == torch.float16 and value.device.type == "cpu"):
-            node.target = targets[node.target]
-            rewritten += 1
+        if (node.op == "call_function" and node.target in ours and isinstance(value, torch.Tensor)
+                and value.dtype in ours[node.target][1] and value.device.type == "cpu"):
+            rewritten += node.target.__name__.split(".")[0] in _GEMMS
+            node.target = ours[node.target][0]
     return rewritten
 
 
@@ -148,7 +153,7 @@ def _skinny_by_weight(node: torch.fx.Node) -> bool:
 
 def _register_fake_kernels() -> None:
     # Shapes and dtypes are aten's: the fake kernel of torchplug_cpu::<op> is aten::<op> on fake tensors.
-    for name in _GEMMS:
+    for name in _GEMMS + _QUANT_MMS:
         aten_op = getattr(torch.ops.aten, name).default
         torch.library.register_fake(f"torchplug_cpu::{name}", lambda *args, _op=aten_op, **kwargs: _op(*args, **kwargs))
     torch.library.register_fake("torchplug_cpu::mm_group", lambda a, mats: [a @ mat for mat in mats])

@@ -4,7 +4,9 @@ The extension (csrc/) defines torchplug_cpu:: ops. `load()` registers them throu
 dispatcher on the CPU key: as the float16 kernels of aten mm / addmm / bmm / baddbmm (functional,
 out= and in-place forms, so linear and matmul too) and of the flash attention F.sdpa runs; as the
 fp32 / bf16 / fp16 kernels of aten argmax (greedy decoding) and _fused_rms_norm (F.rms_norm), which
-run SIMD row kernels on the common layouts and torch's kernel on the rest; and as the fp32 / bf16 /
+run SIMD row kernels on the common layouts and torch's kernel on the rest; as the fp32 / bf16 / fp16
+kernels of aten's weight-only int8 / int4 products (_weight_int8pack_mm, _weight_int4pack_mm_for_cpu);
+and as the fp32 / bf16 /
 fp16 kernels of the four torchplug:: LLM ops (when torchplug.ops is first imported, as defining
 those ops is not free). Every other dtype keeps torch's kernel. `unload()` gives them back. For
 torch.compile, an Inductor pass (inductor.py) points compiled fp16 GEMMs at the same ops.
@@ -15,6 +17,9 @@ doctor`, or `load()`) builds it once per torch version.
 
 TORCHPLUG_CPU_ISA=avx512|avx2|scalar forces a path; unset, the best the CPU supports runs. An
 unknown value, or a path the CPU lacks, raises ValueError saying what this CPU supports.
+
+Where torch's oneDNN has its own fp16 matmul (AVX512-FP16 / AMX-FP16 CPUs), fp16 products with more
+than 8 rows and 8 columns go to it (faster there); torchplug's GEMM keeps the skinny ones.
 
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
@@ -58,6 +63,9 @@ DECODE_OPS = ("argmax", "argmax.out", "_fused_rms_norm")
 # AutogradCPU is routed too, to a kernel that runs the composite where autograd has work. It is
 # routed first, while the composite is still the kernel the dtype split keeps for other dtypes.
 COMPOSITE_OPS = ("_fused_rms_norm",)
+# Weight-only quantized products (csrc/quant_ops.cpp: what torchao's CPU int8 / int4 layouts call),
+# for LLM_DTYPES activations.
+QUANT_OPS = ("_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu")
 
 _lock = threading.RLock()
 _extension: ModuleType | None = None
@@ -103,12 +111,13 @@ def load(build: bool = True) -> ModuleType | None:
         global _fp32
         _fp32 = fp32_route()
         _extension.set_fp32_route_skinny(_fp32[0] == "onednn-skinny")
+        _extension.set_fp16_route_onednn(onednn_fp16())
         dtypes = (torch.float16,) if _fp32[0] == "stock" else (torch.float16, torch.float32)
         _registrations.extend(_register("aten", op, dtypes) for op in GEMM_OPS)
         _registrations.extend(_register("aten", op, (torch.float16,)) for op in ATTENTION_OPS)
         for op in COMPOSITE_OPS:
             _route_autograd(op, f"torchplug_cpu::{op}")
-        _registrations.extend(_register("aten", op, LLM_DTYPES) for op in DECODE_OPS)
+        _registrations.extend(_register("aten", op, LLM_DTYPES) for op in DECODE_OPS + QUANT_OPS)
         when_torchplug_ops_defined(_register_llm_ops)
         from .inductor import install_when_inductor_loads
 
@@ -142,10 +151,23 @@ def fp32_route() -> tuple[str, str]:
     return "stock", f"{vendor or 'unknown'} CPU: torch's MKL is as fast" if usable else "no AVX-512 oneDNN path"
 
 
+def onednn_fp16() -> bool:
+    """Whether torch's oneDNN has its own fp16 matmul on this CPU (AVX512-FP16 or AMX-FP16): it then
+    runs fp16 products of more than a few rows faster than torchplug's GEMM, which keeps the rest."""
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_fp16_supported()
+
+
 def fp32_status() -> str:
     """How float32 GEMMs run while loaded, for `torchplug list`."""
     route, why = _fp32 if loaded() else ("stock", "kernels not loaded")
     return f"fp32 GEMM: {route} ({why})"
+
+
+def fp16_status() -> str:
+    """How float16 GEMMs run while loaded, for `torchplug list`."""
+    if loaded() and onednn_fp16():
+        return "fp16 GEMM: torchplug's up to 8 rows or columns, torch's oneDNN (AVX512-FP16) beyond"
+    return "fp16 GEMM: torchplug's"
 
 
 def _register_llm_ops() -> None:

@@ -33,6 +33,15 @@ std::string current_isa();
 void fp16_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& cin, float alpha,
                float beta);
 uint64_t fp16_gemm_calls();  // how many products reached fp16_gemm(_group): lets tests see the routing
+// Where torch's oneDNN has an fp16 matmul (AVX512-FP16 or AMX-FP16: set by kernels.py), it runs
+// fp16 products faster than fp16_gemm once both sides of C exceed kOnednnFp16Rows (an Intel Xeon
+// with AVX512-FP16, one core: 1.2-1.5x from 12 rows up; level at 8, 0.7x at 4, 0.67x at 1): those
+// products go to torch's kernel.
+constexpr int64_t kOnednnFp16Rows = 8;
+bool fp16_route_onednn();
+void set_fp16_route_onednn(bool onednn);
+// This thread's scratch buffer of at least `bytes` (kept between calls; the GEMMs' and quant_ops').
+float* thread_scratch(int64_t bytes);
 // [a @ b for b in bs] for fp16 a [m, k] with a few rows and each b [k, n_i] contiguous along k (a
 // weight's transpose), in one parallel region that cuts the b's as one concatenation of their
 // columns; nullopt when the shapes are not such a group.
@@ -57,5 +66,7 @@ std::string cpu_vendor();  // CPUID's vendor string, e.g. "AuthenticAMD", "Genui
 // Calls that reached the kernels of aten's argmax (argmax_ops.cpp) and _fused_rms_norm (llm_ops.cpp).
 uint64_t argmax_calls();
 uint64_t fused_rms_norm_calls();
+// Calls that reached torchplug's _weight_int8pack_mm / _weight_int4pack_mm_for_cpu (quant_ops.cpp).
+uint64_t quant_mm_calls();
 
 }  // namespace torchplug_cpu

@@ -95,10 +95,16 @@ void scale_only(const at::Tensor& c, const at::Tensor& cin, float beta) {
 }
 
 std::atomic<uint64_t> g_calls{0};
+std::atomic<bool> g_onednn_fp16{false};
+
+}  // namespace
+
+bool fp16_route_onednn() { return g_onednn_fp16.load(std::memory_order_relaxed); }
+void set_fp16_route_onednn(bool onednn) { g_onednn_fp16.store(onednn, std::memory_order_relaxed); }
 
 // Each thread keeps its scratch between calls (it only grows): allocating ~100 KB-2 MB per call
-// costs page faults that show on small products. Kernels never re-enter fp16_gemm, so one
-// buffer per thread is enough.
+// costs page faults that show on small products. No kernel calls another while it holds it, so
+// one buffer per thread is enough.
 float* thread_scratch(int64_t bytes) {
   thread_local std::unique_ptr<void, void (*)(void*)> buffer(nullptr, &c10::free_cpu);
   thread_local int64_t capacity = 0;
@@ -109,8 +115,6 @@ float* thread_scratch(int64_t bytes) {
   }
   return static_cast<float*>(buffer.get());
 }
-
-}  // namespace
 
 uint64_t fp16_gemm_calls() { return g_calls.load(std::memory_order_relaxed); }
 

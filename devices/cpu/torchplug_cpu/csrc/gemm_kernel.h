@@ -15,21 +15,24 @@ struct Gemm {
   static int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 
   // dst[r * ld + c] = float(src[r * rs + c * cs]) for r < rows, c < cols, then zeros up to
-  // pad_rows x pad_cols, so edge tiles compute on zeros and never on stale values.
-  static void pack(const fp16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, float* dst,
+  // pad_rows x pad_cols, so edge tiles compute on zeros and never on stale values. S: fp16_t, or
+  // any element type the vocabulary loads (float, bf16_t, int8_t: the quantized products').
+  template <class S>
+  static void pack(const S* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, float* dst,
                    int64_t ld, int64_t pad_rows, int64_t pad_cols) {
     if (cs == 1) {  // rows are contiguous: convert W at a time
       for (int64_t r = 0; r < rows; ++r) {
-        const fp16_t* s = src + r * rs;
+        const S* s = src + r * rs;
         float* d = dst + r * ld;
         int64_t c = 0;
         for (; c + W <= cols; c += W) I::store(d + c, I::load(s + c));
         for (; c < cols; ++c) d[c] = I::to_float(s[c]);
       }
-    } else if (rs == 1) {  // columns are contiguous: convert and transpose 8x8 blocks
+    } else if (std::is_same_v<S, fp16_t> && rs == 1) {  // columns are contiguous: convert and transpose 8x8 blocks
       const int64_t r8 = rows - rows % 8, c8 = cols - cols % 8;
       for (int64_t c = 0; c < c8; c += 8)
-        for (int64_t r = 0; r < r8; r += 8) I::convert_transpose_8x8(src + r + c * cs, cs, dst + r * ld + c, ld);
+        for (int64_t r = 0; r < r8; r += 8)
+          if constexpr (std::is_same_v<S, fp16_t>) I::convert_transpose_8x8(src + r + c * cs, cs, dst + r * ld + c, ld);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = (r < r8 ? c8 : 0); c < cols; ++c) dst[r * ld + c] = I::to_float(src[r + c * cs]);
     } else {  // any other strides (e.g. broadcast, stride 0)

@@ -50,7 +50,9 @@ bool ours(const Tensor& self, const Tensor& mat2, int64_t dim) {
   const bool rows = self.dim() == dim && self.size(-2) > 1;  // dim() first: size(-2) of a 1-D tensor throws
   const bool fp32 = dtype == at::kFloat && self.numel() && mat2.numel() &&
                     (fp32_route_skinny() ? rows && skinny_linear(self, mat2) : rows || by_weight(self, mat2));
-  return (dtype == at::kHalf || fp32) && plain(self, dtype) && plain(mat2, dtype) && self.dim() == dim &&
+  const bool fp16 = dtype == at::kHalf && self.dim() == dim && mat2.dim() == dim &&
+                    !(fp16_route_onednn() && self.size(-2) > kOnednnFp16Rows && mat2.size(-1) > kOnednnFp16Rows);
+  return (fp16 || fp32) && plain(self, dtype) && plain(mat2, dtype) && self.dim() == dim &&
          mat2.dim() == dim && self.size(-1) == mat2.size(-2) && (dim == 2 || self.size(0) == mat2.size(0));
 }
 

@@ -9,7 +9,6 @@
 #pragma once
 
 constexpr int64_t kMaxRows = 4;  // keep in step with kSkinnyRows in gemm.cpp
-constexpr int64_t kHalvesPerLine = 32;  // fp16 elements in a 64-byte cache line
 
 template <class I>
 struct Gemv {
@@ -17,9 +16,10 @@ struct Gemv {
   static constexpr int64_t W = I::W, KC = I::gemm.kc;
   static int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-  // Vectors of fp16 in one 64-byte line, the unit of the dot kernels' inner loop (at most 4: the
-  // scalar path's "vectors" are single floats).
-  static constexpr int kLineVectors = kHalvesPerLine / W < 4 ? kHalvesPerLine / W : 4;
+  // Vectors of B's elements (fp16, or int8 for the quantized products) in one 64-byte line, the
+  // unit of the dot kernels' inner loop (at most 4: the scalar path's "vectors" are single floats).
+  template <class Bt> static constexpr int64_t kLine = 64 / sizeof(Bt);
+  template <class Bt> static constexpr int kLineVectors = kLine<Bt> / W < 4 ? kLine<Bt> / W : 4;
 
   // How far ahead of the FMAs dots() prefetches B, in 64-byte lines: 1 KB on the AVX2 path (tuned
   // on Zen 3), 6 KB on the AVX-512 path. On a Zen 5 core 1 KB cost 7-9% of the GB/s of no software
@@ -34,14 +34,14 @@ struct Gemv {
   // Zen 3). Each row keeps U partial sums, so R * U FMA chains hide the FMA latency, and each KC
   // slice is summed in its own registers, then added to the total: the same two-level sum as
   // the GEMM.
-  template <int R>
-  static void dots(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
-    constexpr int U = R <= 2 || kLineVectors == 1 ? kLineVectors : kLineVectors / 2;
+  template <int R, class Bt = fp16_t>
+  static void dots(const float* a, const Bt* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
+    constexpr int U = R <= 2 || kLineVectors<Bt> == 1 ? kLineVectors<Bt> : kLineVectors<Bt> / 2;
     constexpr int64_t step = U * W;
     static_assert(KC % step == 0, "a KC slice is whole steps");
     const int64_t k_steps = k - k % step, k_vec = k - k % W;
     for (int64_t j = 0; j < n; ++j) {
-      const fp16_t* col = b + j * cs;
+      const Bt* col = b + j * cs;
       V total[R], part[R][U];
       for (int r = 0; r < R; ++r) total[r] = I::zero();
       int64_t kk = 0;
@@ -52,7 +52,7 @@ struct Gemv {
         for (; kk < slice_end; kk += step) {
           // kPrefetchLines ahead, once per line: the next lines are on their way before the loop
           // reaches them, in this column or the next ones (a prefetch past B's end is harmless).
-          if (kk % kHalvesPerLine == 0) __builtin_prefetch(col + kk + kPrefetchLines * kHalvesPerLine, 0, 3);
+          if (kk % kLine<Bt> == 0) __builtin_prefetch(col + kk + kPrefetchLines * kLine<Bt>, 0, 3);
           for (int u = 0; u < U; ++u) {
             const V bv = I::load(col + kk + u * W);
             for (int r = 0; r < R; ++r) part[r][u] = I::fma(I::load(a + r * k + kk + u * W), bv, part[r][u]);
@@ -76,7 +76,8 @@ struct Gemv {
 
   // dots() for 5 or more rows (gemm.cpp sends up to kSkinnyDotRows): each column taken by every
   // group of 4 rows while it is in L1, so B still streams from memory once.
-  static void dots_many(const float* a, const fp16_t* b, int64_t cs, int64_t k, int64_t n, int64_t m, float* sums,
+  template <class Bt = fp16_t>
+  static void dots_many(const float* a, const Bt* b, int64_t cs, int64_t k, int64_t n, int64_t m, float* sums,
                         int64_t ld) {
     for (int64_t j = 0; j < n; ++j) {
       int64_t r = 0;

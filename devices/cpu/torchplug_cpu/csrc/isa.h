@@ -55,6 +55,39 @@ struct GemmTiling {
   int64_t packed_a, packed_b, accumulator;
 };
 
+// out[m, n] = x[m, k] @ dequantized(w)^T for weight-only quantized weights (quant_kernel.h), in
+// torch's formats: activations, scales and out of one dtype (T), x contiguous along k; fp32 sums,
+// rounded once.
+//  int8: w [n, k] int8, row-major; scales [n]: out[:, j] = (x @ w[j]) * scales[j].
+//  int4: w as _convert_weight_to_int4pack_for_cpu packs it: blocks of `block` columns (64 with
+//    torch's AVX-512 kernels, 32 otherwise), each [k][block / 2] bytes. A full block is `split`
+//    (torch's AVX-512 / AVX2 layouts: byte b holds column b in its low nibble and column b + block
+//    / 2 in its high one) or in pairs (columns 2b, 2b + 1), as the last, narrower block always is.
+//    scales [ceil(k / group), n, 2] (scale, zero): w = (q - 8) * scale + zero.
+// Tasks: column chunks of `nc` (skinny: all m rows at once), or (row block of `mc`, column block
+// of `nc`) pairs, column blocks first (the GEMM). int8's GEMM runs the product transposed, rows of w
+// against columns of x: its row blocks are of n and its column blocks of m.
+struct QuantProblem {
+  int64_t m, n, k;
+  const void* x; int64_t x_rs;
+  const void* w;
+  const void* scales;
+  int64_t group, block;
+  bool split;
+  void* out; int64_t out_rs;
+  int64_t mc, nc, col_blocks;
+};
+// Floats of scratch one thread needs for a QuantProblem's tasks.
+inline int64_t quant_scratch(const GemmBlocking& g, const QuantProblem& p, bool gemm) {
+  const int64_t kc = p.k < g.kc ? p.k : g.kc;
+  auto up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
+  // skinny: x in fp32, x's sums per int4 group (groups are 32 columns or more), the fp32 results
+  // (int4: of up to 4 rows by a block of 64), one group's 64 scales and zeros
+  if (!gemm) return up(p.m * p.k, 16) + up(p.m * (p.k / 32 + 1), 16) + up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64;
+  // GEMM: packed A, one packed B panel, the block's fp32 sums, one panel's scales and zeros
+  return up(up(p.mc, g.mr) * kc, 16) + up(kc * g.nr, 16) + up(p.mc, g.mr) * up(p.nc, g.nr) + 2 * g.nr;
+}
+
 // One ISA's kernels. Row kernels process rows [0, rows) of 2-D views with a row stride and a
 // contiguous last dimension; the `aux` index says whether weight / cos / sin are fp32 (1) or
 // of the activation's dtype (0).
@@ -93,6 +126,9 @@ struct IsaKernels {
   // out[r] = the index of the maximum of row r (n >= 1 elements), with torch's argmax rules.
   using Argmax = void (*)(const void* x, int64_t x_rs, int64_t rows, int64_t n, int64_t* out);
   Argmax argmax[kNumDtypes];
+  // Tasks [begin, end) of a QuantProblem; scratch: quant_scratch() floats.
+  using QuantTasks = void (*)(const QuantProblem&, int64_t begin, int64_t end, float* scratch);
+  QuantTasks int8_gemv[kNumDtypes], int8_gemm[kNumDtypes], int4_gemv[kNumDtypes], int4_gemm[kNumDtypes];
 };
 
 // Scratch of AttendRows over S keys of head_dim D: K and V as the GEMM's B panels, then MR rows

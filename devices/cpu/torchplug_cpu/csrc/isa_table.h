@@ -12,10 +12,12 @@ namespace torchplug_cpu::TP_ISA {
 #include "gemm_kernel.h"
 #include "gemv_kernel.h"
 #include "llm_kernels.h"
+#include "quant_kernel.h"
 
 template <class I>
 constexpr IsaKernels kernels_for(const char* name) {
   using R = Rows<I>;
+  using Q = Quant<I>;
   return IsaKernels{
       name,
       I::gemm,
@@ -34,6 +36,10 @@ constexpr IsaKernels kernels_for(const char* name) {
       &R::template attend<fp16_t>,
       &R::template attend_rows<fp16_t>,
       {&R::template argmax<float>, &R::template argmax<bf16_t>, &R::template argmax<fp16_t>},
+      {&Q::template int8_gemv<float>, &Q::template int8_gemv<bf16_t>, &Q::template int8_gemv<fp16_t>},
+      {&Q::template int8_gemm<float>, &Q::template int8_gemm<bf16_t>, &Q::template int8_gemm<fp16_t>},
+      {&Q::template int4_gemv<float>, &Q::template int4_gemv<bf16_t>, &Q::template int4_gemv<fp16_t>},
+      {&Q::template int4_gemm<float>, &Q::template int4_gemm<bf16_t>, &Q::template int4_gemm<fp16_t>},
   };
 }
 }  // namespace torchplug_cpu::TP_ISA

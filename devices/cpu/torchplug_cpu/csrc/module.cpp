@@ -18,7 +18,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
   m.def("set_fp32_route_skinny", &tc::set_fp32_route_skinny, "route only skinny float32 F.linear products to oneDNN",
         py::arg("skinny"));
+  m.def("set_fp16_route_onednn", &tc::set_fp16_route_onednn,
+        "send fp16 products of more than a few rows and columns to torch's (oneDNN) kernel", py::arg("onednn"));
   m.def("cpu_vendor", &tc::cpu_vendor, "CPUID vendor string");
   m.def("argmax_calls", &tc::argmax_calls, "calls that reached torchplug's argmax kernel so far");
+  m.def("quant_mm_calls", &tc::quant_mm_calls, "calls that reached torchplug's int8 / int4 weight-only kernels so far");
   m.def("fused_rms_norm_calls", &tc::fused_rms_norm_calls, "calls that reached torchplug's _fused_rms_norm kernel so far");
 }

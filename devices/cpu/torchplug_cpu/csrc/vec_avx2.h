@@ -30,6 +30,23 @@ struct Avx2 {
     __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
   }
+  // Quantized weights: W int8, or W 4-bit fields (bits S..S+3 of W bytes), as fp32.
+  static V load(const int8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+  template <int S> static V load_u4(const uint8_t* p) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, S), _mm256_set1_epi32(15)));
+  }
+  // Both nibbles of W bytes: lo = bits 0-3, hi = bits 4-7.
+  static void load_u4x2(const uint8_t* p, V& lo, V& hi) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  }
+  // Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2W floats a, b (interleaved pairs, e.g. scale / zero).
+  static void deinterleave(V a, V b, V& even, V& odd) {
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+  }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
@@ -57,6 +74,9 @@ struct Avx2 {
   // Bit i set where lane i of a == lane i of b (a NaN equals nothing, itself included).
   static uint32_t eq_mask(V a, V b) { return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_EQ_OQ)); }
   static float to_float(fp16_t h) { return half_to_float(h); }
+  static float to_float(bf16_t h) { return bf16_to_float(h); }
+  static float to_float(float f) { return f; }
+  static float to_float(int8_t i) { return i; }
   static fp16_t to_half(float f) { return float_to_half(f); }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {
     TP_ISA::convert_transpose_8x8(src, src_ld, dst, dst_ld);

@@ -22,6 +22,15 @@ struct Avx512Emu {
     Avx2::store(p, v.lo);
     Avx2::store(p + 8, v.hi);
   }
+  template <int S> static V load_u4(const uint8_t* p) { return {Avx2::load_u4<S>(p), Avx2::load_u4<S>(p + 8)}; }
+  static void load_u4x2(const uint8_t* p, V& lo, V& hi) {
+    Avx2::load_u4x2(p, lo.lo, hi.lo);
+    Avx2::load_u4x2(p + 8, lo.hi, hi.hi);
+  }
+  static void deinterleave(V a, V b, V& even, V& odd) {
+    Avx2::deinterleave(a.lo, a.hi, even.lo, odd.lo);
+    Avx2::deinterleave(b.lo, b.hi, even.hi, odd.hi);
+  }
   static V add(V a, V b) { return both(&Avx2::add, a, b); }
   static V sub(V a, V b) { return both(&Avx2::sub, a, b); }
   static V mul(V a, V b) { return both(&Avx2::mul, a, b); }
@@ -35,6 +44,9 @@ struct Avx512Emu {
   static float reduce_max(V v) { return Avx2::reduce_max(Avx2::max(v.lo, v.hi)); }
   static uint32_t eq_mask(V a, V b) { return Avx2::eq_mask(a.lo, b.lo) | Avx2::eq_mask(a.hi, b.hi) << 8; }
   static float to_float(fp16_t h) { return half_to_float(h); }
+  static float to_float(bf16_t h) { return bf16_to_float(h); }
+  static float to_float(float f) { return f; }
+  static float to_float(int8_t i) { return i; }
   static fp16_t to_half(float f) { return float_to_half(f); }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {
     TP_ISA::convert_transpose_8x8(src, src_ld, dst, dst_ld);

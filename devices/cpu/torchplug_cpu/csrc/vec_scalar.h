@@ -22,6 +22,16 @@ struct Scalar {
     return f;
   }
   static void store(bf16_t* p, V v) { p->bits = c10::detail::round_to_nearest_even(v); }
+  static V load(const int8_t* p) { return *p; }
+  template <int S> static V load_u4(const uint8_t* p) { return static_cast<float>((*p >> S) & 15); }
+  static void load_u4x2(const uint8_t* p, V& lo, V& hi) {
+    lo = static_cast<float>(*p & 15);
+    hi = static_cast<float>(*p >> 4);
+  }
+  static void deinterleave(V a, V b, V& even, V& odd) {
+    even = a;
+    odd = b;
+  }
   static V add(V a, V b) { return a + b; }
   static V sub(V a, V b) { return a - b; }
   static V mul(V a, V b) { return a * b; }
@@ -40,6 +50,9 @@ struct Scalar {
   static float reduce_max(V v) { return v; }
   static uint32_t eq_mask(V a, V b) { return a == b; }
   static float to_float(fp16_t h) { return load(&h); }
+  static float to_float(bf16_t h) { return load(&h); }
+  static float to_float(float f) { return f; }
+  static float to_float(int8_t i) { return i; }
   static fp16_t to_half(float f) { fp16_t h; store(&h, f); return h; }
   static void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, float* dst, int64_t dst_ld) {
     for (int i = 0; i < 8; ++i)

@@ -25,4 +25,10 @@ static inline void convert_transpose_8x8(const fp16_t* src, int64_t src_ld, floa
 }
 
 static inline float half_to_float(fp16_t h) { return _cvtsh_ss(h.bits); }
+static inline float bf16_to_float(bf16_t h) {
+  const uint32_t u = uint32_t{h.bits} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 static inline fp16_t float_to_half(float f) { return fp16_t{static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT))}; }

@@ -1,0 +1,270 @@
+"""torchplug-cpu's weight-only int8 and int4 products (csrc/quant_ops.cpp, quant_kernel.h): aten's
+_weight_int8pack_mm and _weight_int4pack_mm_for_cpu, which torchao's CPU layouts call, on every ISA
+path this CPU can run, with fp32, bf16 and fp16 activations, against the float64 product of the
+dequantized weights.
+
+The bound is the activation dtype's rounding of the result plus the fp32 accumulation error of
+either summation order (torch's: dequantize, then multiply; ours: sum x * q, then scale), and one
+test checks it is tight enough to catch a single wrong scale. int4 weights are packed by torch's
+own _convert_weight_to_int4pack_for_cpu, whose layout depends on torch's CPU capability: each
+capability's layout runs in a subprocess. No timing is asserted.
+"""
+
+import pytest
+import torch
+
+from conftest import run_python
+
+kernels = pytest.importorskip("torchplug_cpu.kernels")
+kernels.extension()  # defines torch.ops.torchplug_cpu
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+UNIT = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}  # half an ulp, relative
+
+
+@pytest.fixture(scope="module")
+def ext():
+    return kernels.load()
+
+
+def int8_case(m, k, n, dtype, seed=0, row_stride=None):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, row_stride or k, generator=gen)[:, :k].to(dtype)
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
+    scales = (torch.rand(n, generator=gen) * 0.02 + 0.001).to(dtype)
+    return x, w, scales
+
+
+def int8_dequantized(w, scales):
+    return w.double() * scales.double()[:, None]
+
+
+def int4_case(m, k, n, group, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen).to(dtype)
+    q = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=gen)
+    groups = -(-k // group)
+    scales_zeros = torch.stack([torch.rand(groups, n, generator=gen) * 0.02 + 0.001,
+                                torch.randn(groups, n, generator=gen) * 0.02], -1).to(dtype)
+    return x, q, scales_zeros
+
+
+def int4_dequantized(q, group, scales_zeros):
+    """w[n, k] = (q - 8) * scale + zero, the scale and zero of k's group."""
+    k = q.shape[1]
+    scale = scales_zeros[..., 0].double().repeat_interleave(group, 0)[:k].t()
+    zero = scales_zeros[..., 1].double().repeat_interleave(group, 0)[:k].t()
+    return (q.double() - 8) * scale + zero
+
+
+def assert_quant_close(out, x, w, terms):
+    """out (x's dtype) against x @ w^T in float64; `terms` [n, k]: the largest magnitude any form of
+    the dequantization sums (|w|, or |q * scale| + |zero - 8 scale|), for the fp32 accumulation bound."""
+    ref = x.double() @ w.t()
+    assert out.dtype == x.dtype and out.shape == ref.shape
+    accumulation = (x.shape[1] + 8) * 2.0**-23 * (x.double().abs() @ terms.t())
+    bound = UNIT[x.dtype] * (ref.abs() + accumulation) + accumulation + 1e-30
+    err = (out.double() - ref).abs()
+    bad = err > bound
+    assert not bad.any(), f"{int(bad.sum())} of {out.numel()} elements off; worst by {float((err / bound).max()):.3g}x the bound"
+
+
+def int8_terms(w, scales):
+    return int8_dequantized(w, scales).abs()
+
+
+def int4_terms(q, group, scales_zeros):
+    k = q.shape[1]
+    scale = scales_zeros[..., 0].double().abs().repeat_interleave(group, 0)[:k].t()
+    zero = scales_zeros[..., 1].double().abs().repeat_interleave(group, 0)[:k].t()
+    return (q.double() + 8) * scale + zero
+
+
+def counted(ext, fn):
+    before = ext.quant_mm_calls()
+    out = fn()
+    assert ext.quant_mm_calls() == before + 1, "the call did not reach torchplug's kernel"
+    return out
+
+
+# (m, k, n): decode rows (1-4), the skinny path's 5-16 rows, the GEMM (17 and more, several kc
+# slices and row blocks), odd k and k below a vector, n not a multiple of 16 or of the GEMM tile.
+INT8_SHAPES = [(1, 2048, 256), (1, 7, 3), (2, 33, 17), (3, 130, 48), (4, 1000, 100), (5, 96, 80), (16, 515, 33),
+               (17, 200, 64), (40, 1001, 300), (130, 512, 250)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,k,n", INT8_SHAPES, ids=[f"{m}x{k}x{n}" for m, k, n in INT8_SHAPES])
+def test_int8_matches_float64(isa, ext, dtype, m, k, n):
+    x, w, scales = int8_case(m, k, n, dtype, seed=m + k + n)
+    out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
+    assert_quant_close(out, x, int8_dequantized(w, scales), int8_terms(w, scales))
+
+
+@pytest.mark.parametrize("m", [1, 5, 40])
+def test_int8_takes_rows_with_a_stride(isa, ext, m):
+    """x need only be contiguous along k (torch's rule): rows of a wider buffer."""
+    x, w, scales = int8_case(m, 300, 70, torch.float16, row_stride=333)
+    out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
+    assert_quant_close(out, x, int8_dequantized(w, scales), int8_terms(w, scales))
+
+
+# (m, k, n, group): every group size, k not a multiple of the group (a shorter last group), n with a
+# narrower last block (16, 32, 48 columns past a multiple of 64), decode rows, the skinny path and the GEMM.
+INT4_SHAPES = [(1, 2048, 256, 128), (1, 64, 16, 32), (2, 96, 80, 64), (3, 200, 112, 32), (4, 512, 64, 256),
+               (5, 130, 48, 128), (16, 256, 96, 64), (17, 256, 64, 32), (40, 1000, 208, 256), (130, 520, 272, 128)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,k,n,group", INT4_SHAPES, ids=[f"{m}x{k}x{n}-g{g}" for m, k, n, g in INT4_SHAPES])
+def test_int4_matches_float64(isa, ext, dtype, m, k, n, group):
+    x, q, sz = int4_case(m, k, n, group, dtype, seed=m + k + n + group)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    out = counted(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, sz))
+    assert_quant_close(out, x, int4_dequantized(q, group, sz), int4_terms(q, group, sz))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_check_catches_one_wrong_scale(ext, dtype):
+    """The bound is tight enough that a kernel reading one wrong scale fails it: the kernel's result,
+    checked against weights where one column (int8) or one group of one column (int4) has its
+    neighbour's scale, as an off-by-one in the kernel would read it."""
+    x, w, scales = int8_case(3, 512, 64, dtype)
+    out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
+    assert_quant_close(out, x, int8_dequantized(w, scales), int8_terms(w, scales))
+    planted = scales.clone()
+    planted[37] = scales[38]
+    assert abs(float(scales[38] / scales[37]) - 1) > 0.1
+    with pytest.raises(AssertionError, match="elements off"):
+        assert_quant_close(out, x, int8_dequantized(w, planted), int8_terms(w, planted))
+
+    x, q, sz = int4_case(3, 512, 64, 128, dtype)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    out = counted(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 128, sz))
+    assert_quant_close(out, x, int4_dequantized(q, 128, sz), int4_terms(q, 128, sz))
+    planted = sz.clone()
+    planted[2, 11, 0] = sz[2, 12, 0]  # group 2's scale of column 11
+    assert abs(float(sz[2, 12, 0] / sz[2, 11, 0]) - 1) > 0.1
+    with pytest.raises(AssertionError, match="elements off"):
+        assert_quant_close(out, x, int4_dequantized(q, 128, planted), int4_terms(q, 128, planted))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_results_do_not_depend_on_the_thread_count(ext, threads):
+    x, w, scales = int8_case(40, 700, 500, torch.bfloat16)
+    x4, q, sz = int4_case(2, 512, 576, 64, torch.bfloat16)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    calls = lambda: (torch.ops.aten._weight_int8pack_mm(x, w, scales),  # noqa: E731
+                     torch.ops.aten._weight_int8pack_mm(x[:3], w, scales),
+                     torch.ops.aten._weight_int4pack_mm_for_cpu(x4, packed, 64, sz))
+    before = torch.get_num_threads()
+    expected = calls()
+    torch.set_num_threads(threads)
+    try:
+        for got, want in zip(calls(), expected):
+            assert torch.equal(got, want)
+    finally:
+        torch.set_num_threads(before)
+
+
+def torch_error(fn):
+    """The message of torch's own kernel's error for this call (torchplug's kernels withdrawn)."""
+    isa = kernels.current_isa()
+    kernels.unload()
+    try:
+        with pytest.raises(RuntimeError) as err:
+            fn()
+        return str(err.value)
+    finally:
+        kernels.load()
+        kernels.select_isa(isa)
+
+
+INT8_REFUSED = {
+    "3-D x": lambda: (torch.randn(2, 3, 64), torch.zeros(16, 64, dtype=torch.int8), torch.rand(16)),
+    "x not contiguous along k": lambda: (torch.randn(64, 2).t(), torch.zeros(16, 64, dtype=torch.int8), torch.rand(16)),
+    "scales of another dtype": lambda: (torch.randn(2, 64).half(), torch.zeros(16, 64, dtype=torch.int8), torch.rand(16)),
+    "int32 weights": lambda: (torch.randn(2, 64), torch.zeros(16, 64, dtype=torch.int32), torch.rand(16)),
+    "k mismatch": lambda: (torch.randn(2, 63), torch.zeros(16, 64, dtype=torch.int8), torch.rand(16)),
+    "float64": lambda: (torch.randn(2, 64).double(), torch.zeros(16, 64, dtype=torch.int8), torch.rand(16).double()),
+}
+
+
+@pytest.mark.parametrize("case", INT8_REFUSED)
+def test_int8_calls_torch_refuses_get_torchs_error(ext, case):
+    args = INT8_REFUSED[case]()
+    expected = torch_error(lambda: torch.ops.aten._weight_int8pack_mm(*args))
+    with pytest.raises(RuntimeError) as err:
+        torch.ops.aten._weight_int8pack_mm(*args)
+    assert str(err.value) == expected
+
+
+def test_int4_calls_outside_its_layouts_run_torchs_kernel(ext):
+    """Group sizes torch refuses, a non-contiguous x: torch's error; an empty x: torch's result."""
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.randint(0, 16, (32, 64), dtype=torch.int32), 1)
+    for args in ((torch.randn(2, 64), packed, 16, torch.rand(4, 32, 2)),
+                 (torch.randn(64, 2).t(), packed, 32, torch.rand(2, 32, 2)),
+                 (torch.randn(2, 64).half(), packed, 32, torch.rand(2, 32, 2))):
+        expected = torch_error(lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(*args))
+        with pytest.raises(RuntimeError) as err:
+            torch.ops.aten._weight_int4pack_mm_for_cpu(*args)
+        assert str(err.value) == expected
+    before = ext.quant_mm_calls()
+    out = torch.ops.aten._weight_int4pack_mm_for_cpu(torch.randn(0, 64), packed, 32, torch.rand(2, 32, 2))
+    assert out.shape == (0, 32) and ext.quant_mm_calls() == before
+
+
+LAYOUT_CHECK = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+from test_cpu_kernels_quant import int4_case, int4_dequantized, int4_terms, assert_quant_close
+from torchplug_cpu import kernels
+ext = kernels.load()
+assert torch.backends.cpu.get_cpu_capability() == {capability!r}
+for isa in ext.supported_isas():
+    ext.set_isa(isa)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for m, k, n, group in ((1, 256, 112, 64), (3, 130, 80, 32), (30, 200, 96, 128)):
+            x, q, sz = int4_case(m, k, n, group, dtype)
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+            before = ext.quant_mm_calls()
+            out = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, sz)
+            assert ext.quant_mm_calls() == before + 1
+            assert_quant_close(out, x, int4_dequantized(q, group, sz), int4_terms(q, group, sz))
+print("checked", ext.supported_isas())
+"""
+
+
+@pytest.mark.parametrize("capability", ["AVX2", "DEFAULT"])
+def test_int4_reads_the_layout_torch_packs_for_each_cpu_capability(ext, capability):
+    """torch packs int4 weights in blocks of 64 columns with its AVX-512 kernels, 32 with its AVX2
+    ones, and in pairs with its portable ones (ATEN_CPU_CAPABILITY picks them): each is read right."""
+    from pathlib import Path
+
+    code = LAYOUT_CHECK.format(tests=str(Path(__file__).parent), capability=capability)
+    result = run_python(code, ATEN_CPU_CAPABILITY=capability.lower())
+    assert "checked" in result.stdout
+
+
+@pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python-wrapper", "cpp-wrapper"])
+def test_compiled_quantized_linears_reach_the_kernels(ext, cpp_wrapper):
+    """torch.compile of weight-only int8 and int4 linears, in both wrapper modes: Inductor's C++
+    wrapper calls torch's kernels through C shims, so the post-grad pass points them at torchplug's."""
+    import torch._inductor.config as inductor_config
+
+    x8, w, scales = int8_case(1, 256, 64, torch.float16)
+    x4, q, sz = int4_case(1, 256, 64, 64, torch.float16)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+
+    def model(a, b):
+        return (torch.ops.aten._weight_int8pack_mm(a, w, scales) +
+                torch.ops.aten._weight_int4pack_mm_for_cpu(b, packed, 64, sz)).relu()
+
+    torch._dynamo.reset()
+    with inductor_config.patch(cpp_wrapper=cpp_wrapper):
+        compiled = torch.compile(model)
+        compiled(x8, x4)
+        before = ext.quant_mm_calls()
+        got = compiled(x8, x4)
+    assert ext.quant_mm_calls() == before + 2
+    assert torch.equal(got, model(x8, x4))
