@@ -1,7 +1,7 @@
 """The value modes: ways a case runs an op on the device, each held to the CPU running the same sample.
 
 Every mode returns a `Verdict` (compare.py) or raises `Unsupported`/`Skip` (sides.py). The
-semantic modes (alias, layout, errors) live in modules of their own; RUNNERS names them all.
+semantic modes (alias, layout, errors, meta) live in modules of their own; RUNNERS names them all.
 `edge` is a value mode on variants of the sample (edge_values.py).
 """
 
@@ -17,6 +17,7 @@ from .compare import Verdict, compare, outputs, statistics, zero_signs
 from .edge_values import edge_variants
 from .errors import error_cases, errors
 from .layout import layout
+from .meta import meta
 from .scalar_types import scalar_type_variants
 from .opinfo import OpEntry
 from .sides import (Skip, Target, Unsupported, detach, first_line, has_tensor, host, misplaced, on_cpu, on_device,
@@ -234,7 +235,7 @@ def compile(entry: OpEntry, sample: Any, target: Target) -> Verdict:
 
 RUNNERS: dict[str, Callable[[OpEntry, Any, Target], Verdict]] = {
     "eager": eager, "autograd": autograd, "out": out, "noncontiguous": noncontiguous, "compile": compile,
-    "alias": alias, "layout": layout, "errors": errors, "edge": edge,
+    "alias": alias, "layout": layout, "errors": errors, "meta": meta, "edge": edge,
     "scalar_types": scalar_types,
 }
 

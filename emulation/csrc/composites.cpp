@@ -8,7 +8,8 @@
 //    composite wrapper allocates through the dispatcher and calls the out= variant): routing them
 //    to the host path runs exactly the CPU kernel, in one trip instead of two;
 //  * scaled_dot_product_attention, an implicit composite that asks a DispatchStub (not
-//    overridable for XPU in a CPU build) for its backend: it takes the math implementation;
+//    overridable for XPU in a CPU build) for its backend: it takes the math implementation (on
+//    emulated cuda, CUDA's choice among its kernels: cuda_attention.cpp);
 //  * native_dropout, whose CPU kernel samples from the CPU's default generator internally: it is
 //    rebuilt from device ops, so it samples from the device's generator (torch.xpu.manual_seed);
 //  * native_group_norm_backward, which torch's autograd formula calls with a non-contiguous
@@ -288,7 +289,9 @@ void register_composite_overrides(c10::DeviceType type) {
     }
     host->impl(unqualified(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
   }
-  host->impl("scaled_dot_product_attention", noted<&math_attention>());
+  if (type != c10::DeviceType::CUDA) {  // emulated cuda chooses among CUDA's kernels (cuda_attention.cpp)
+    host->impl("scaled_dot_product_attention", noted<&math_attention>());
+  }
   host->impl("native_dropout", noted<&device_dropout>());
   host->impl("native_group_norm_backward",
              noted<&contiguous_group_norm_backward>());
@@ -310,9 +313,12 @@ void register_composite_overrides(c10::DeviceType type) {
   // An implicit composite with a backend kernel loses its autograd formula on that backend, so the
   // math decomposition is registered for the backend's autograd key too.
   auto grad = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", autograd_key(type), __FILE__, __LINE__);
-  grad->impl("scaled_dot_product_attention", noted<&math_attention>());
+  if (type != c10::DeviceType::CUDA) {
+    grad->impl("scaled_dot_product_attention", noted<&math_attention>());
+  }
   libraries.push_back(std::move(host));
   libraries.push_back(std::move(grad));
+  register_device_results(type);  // after the host path above: these kernels replace some of it
 }
 
 }  // namespace torchplug::emulation
