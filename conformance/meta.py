@@ -13,6 +13,7 @@ Not judged (skips, with the reason): samples the CPU rejects, ops torch has no m
 results whose shape depends on the data (nonzero, unique) and ops that read tensor data on the host.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -52,6 +53,7 @@ _CANNOT_SAY = {
     "no fake impl or Meta kernel registered": "torch has no meta function for the op",
     "its data is not allocated yet": "the op reads tensor data on the host, which fake tensors lack",
     "DispatchStub: missing kernel for": "torch's meta function calls a kernel this torch build lacks",
+    "An unexpected device type was provided": "torch's meta function calls a kernel this torch build lacks",
 }
 
 
@@ -76,6 +78,57 @@ def _difference(actual: list[Any], expected: list[Any]) -> str:
                     f"offset {a.storage_offset()}; meta: sizes {tuple(e.shape)} strides {tuple(e.stride())} "
                     f"offset {e.storage_offset()})")
     return ""
+
+
+def _same_metadata(a: torch.Tensor, e: torch.Tensor) -> bool:
+    """Sizes, dtype and the strides of dimensions longer than 1 (a's device aside: it may be a host copy)."""
+    return a.shape == e.shape and a.dtype == e.dtype and \
+        all(sa == se for sa, se, n in zip(a.stride(), e.stride(), a.shape) if n > 1)
+
+
+class MetaReference:
+    """What torch's meta functions say the device's kernels return for a sample, computed once when
+    asked: where a device result differs from the CPU's just as they say (the device answers as its own
+    kernels do: a GPU's saved statistics, cuFFT's layout), the value and layout modes accept it."""
+
+    def __init__(self, entry: OpEntry, args: list[Any], kwargs: dict[str, Any], target: Target,
+                 relayout: Callable[[Any], Any] = lambda x: x) -> None:
+        def make() -> Any:
+            dev_args, dev_kwargs = on_device(entry, args, kwargs, target)
+            return _fake_result(entry, relayout(dev_args), dev_kwargs)
+        self._make = make
+        self._outputs: list[Any] | None = None
+
+    def outputs(self) -> list[Any]:
+        if self._outputs is None:
+            try:
+                result = self._make()
+            except Exception:  # Skip (no meta function, data-dependent) or the sample not moving: nothing said
+                result = None
+            self._outputs = [] if result is None or isinstance(result, Exception) else outputs(result)
+        return self._outputs
+
+    def says(self, index: int, actual: Any) -> bool:
+        """Whether the meta function gives output `index` the metadata of the device's `actual`."""
+        found = self.outputs()
+        return (isinstance(actual, torch.Tensor) and index < len(found) and isinstance(found[index], torch.Tensor)
+                and actual.layout == torch.strided and _same_metadata(actual, found[index]))
+
+    def reconcile(self, actual: list[Any], expected: list[Any]) -> tuple[list[Any], list[Any], str]:
+        """The pairs made comparable where the device follows the meta function and the CPU does not:
+        the device's result in the CPU's dtype, or neither where the shapes differ; and what was done."""
+        actual, expected, notes = list(actual), list(expected), []
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or \
+                    (a.shape == e.shape and a.dtype == e.dtype) or not self.says(i, a):
+                continue
+            if a.shape == e.shape:
+                actual[i] = a.to(e.dtype)
+                notes.append(f"output {i} is {a.dtype} where the CPU's is {e.dtype}")
+            else:
+                actual[i] = expected[i] = None
+                notes.append(f"output {i} has shape {tuple(a.shape)} where the CPU's has {tuple(e.shape)}")
+        return actual, expected, "; ".join(notes)
 
 
 def meta(entry: OpEntry, sample: Any, target: Target) -> Verdict:

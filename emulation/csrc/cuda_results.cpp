@@ -6,19 +6,22 @@
 //    kernel makes (fft's r2c/c2r: CUDA keeps the transformed dimensions' order its plan used). The
 //    result is copied into the layout the meta function computes on meta tensors, which torch's meta
 //    functions lay out as CUDA's kernels do (device_hint: "default to cuda"). Also svd's Vh and
-//    eig's vectors (row-major from cuSOLVER), nonzero (column-major).
+//    eig's vectors (row-major from cuSOLVER), nonzero_static (column-major, as nonzero everywhere).
 //  * Normalization (every emulated type, as the meta functions say for any device but the CPU):
 //    float16/bfloat16 batch and layer norm computed in float32, with float32 saved statistics and
 //    any mix of parameter dtypes; eval-mode batch norm saves the running statistics, not nothing.
 //  * log_sigmoid_forward's buffer is empty on cuda and xpu, as their kernels return it.
 //  * What only CUDA's kernels compute (emulated cuda, and rocm, which emulates the same type): LU
-//    without pivoting, sums of complex32, nansum of complex numbers.
+//    without pivoting, sums of complex32, nansum of complex numbers; and edge values where CUDA's
+//    kernel is known to differ from the CPU's (logit_backward's sign of zero).
 #include "emulation.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/_linalg_check_errors.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -28,6 +31,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -64,6 +68,11 @@ std::vector<at::Tensor> out_arguments(const c10::OperatorHandle& op, const Stack
 // overload, written into (and returned as) its out= tensors otherwise.
 void finish(const c10::OperatorHandle& op, Stack* stack, const std::vector<at::Tensor>& results) {
   std::vector<at::Tensor> outs = out_arguments(op, *stack);
+  for (size_t i = 0; i < outs.size(); ++i) {  // a GPU refuses an out= tensor on another device
+    TORCH_CHECK(outs[i].device() == results[i].device(), "Expected all tensors to be on the same device, but got out= "
+                "tensor ", i, " on ", outs[i].device(), ", different from other tensors on ", results[i].device(),
+                " (when checking arguments for ", op.operator_name(), ")");
+  }
   torch::jit::drop(*stack, op.schema().arguments().size());
   for (size_t i = 0; i < results.size(); ++i) {
     if (outs.empty()) {
@@ -86,7 +95,7 @@ c10::IValue on_meta(const c10::IValue& value) {
 }
 
 // Ops whose functional overload's result layout torch's meta function gives otherwise for CUDA.
-constexpr const char* kMetaLaidOut[] = {"_fft_r2c", "_fft_c2r", "_linalg_svd", "linalg_eig", "nonzero_static"};
+constexpr const char* kMetaLaidOut[] = {"_fft_r2c", "_fft_c2r", "_fft_c2c", "_linalg_svd", "linalg_eig", "nonzero_static"};
 
 void laid_out_as_meta(const c10::OperatorHandle& op, Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
@@ -214,17 +223,10 @@ void log_sigmoid_without_buffer(const c10::OperatorHandle& op, Stack* stack) {
 void log_sigmoid_backward_rebuffered(const c10::OperatorHandle& op, Stack* stack) {
   c10::IValue& buffer = (*stack)[stack->size() - op.schema().arguments().size() + 2];
   const at::Tensor self = arg(op, *stack, "self").toTensor();
-  if (buffer.toTensor().numel() != self.numel()) {
+  if (buffer.toTensor().sizes() != self.sizes()) {
     buffer = self.abs().neg_().exp_();
   }
   run_on_host(op, stack);
-}
-
-// nonzero on CUDA writes its [ndim, n] result and returns the transpose: column-major.
-void column_major_nonzero(const c10::OperatorHandle& op, Stack* stack) {
-  run_on_host(op, stack);
-  const at::Tensor result = stack->back().toTensor();
-  stack->back() = result.mT().contiguous().mT();
 }
 
 // ---- LU without pivoting -------------------------------------------------------------------------
@@ -340,6 +342,31 @@ void complex_nansum(const c10::OperatorHandle& op, Stack* stack) {
 }
 
 // The coverage audit sees these kernels as it sees the host path's (run_on_host notes its own calls).
+// ---- edge values as CUDA's kernels give them ----------------------------------------------------
+
+// logit_backward(grad_output, self, eps?) as CUDA's kernel computes it (BinaryMiscBackwardOpsKernels.cu):
+// dy / (x * (1 - x)) in the accumulation type, NaN outside [0, 1] without eps and 0 outside
+// [eps, 1 - eps] with it. So -0.0 gives -inf at any length; the CPU's vectorized loop loses the sign
+// of zero in some lanes (TorchCTS, test_logit_backward_negative_zero_is_simd_width_independent).
+void cuda_logit_backward(const c10::OperatorHandle& op, Stack* stack) {
+  const at::Tensor grad = arg(op, *stack, "grad_output").toTensor();
+  const at::Tensor self = arg(op, *stack, "self").toTensor();
+  const c10::IValue& eps = arg(op, *stack, "eps");
+  const c10::ScalarType dtype = at::result_type(grad, self);
+  if (!at::isFloatingType(dtype)) {
+    run_on_host(op, stack);  // the CPU's own error for other dtypes
+    return;
+  }
+  const auto acc = low_precision(dtype) ? at::kFloat : dtype;
+  const at::Tensor x = self.to(acc);
+  const at::Tensor value = grad.to(acc).div(x.mul(x.neg().add_(1)));
+  const bool clamped = !eps.isNone() && eps.toDouble() >= 0;
+  const double lo = clamped ? eps.toDouble() : 0.0;
+  const at::Tensor outside = x.lt(lo).logical_or_(x.gt(1.0 - lo));
+  const double fill = clamped ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+  finish(op, stack, {at::where(outside, at::scalar_tensor(fill, value.options()), value).to(dtype)});
+}
+
 template <void (*Kernel)(const c10::OperatorHandle&, Stack*)>
 void noted_result(const c10::OperatorHandle& op, Stack* stack) {
   note_dispatch(op);
@@ -385,7 +412,9 @@ void register_device_results(c10::DeviceType type) {
     for (const char* name : {"nansum", "nansum.out"}) {
       lib->impl(name, boxed<&complex_nansum>());
     }
-    lib->impl("nonzero", boxed<&column_major_nonzero>());
+    for (const char* name : {"logit_backward", "logit_backward.grad_input"}) {
+      lib->impl(name, boxed<&cuda_logit_backward>());
+    }
     register_cuda_attention(type);
   }
   libraries.push_back(std::move(lib));
