@@ -187,6 +187,43 @@ def log_sigmoid():
     return {"buffer": list(buffer.shape), "grad": torch.allclose(xi.grad.cpu(), torch.sigmoid(-x))}
 check("log_sigmoid", log_sigmoid)
 check("lu_without_pivoting", lambda: torch.linalg.lu_factor(torch.eye(3, device=dev), pivot=False)[1].tolist())
+
+def group_norm_bias_only():
+    """Without a weight, the CPU kernel raised 'tensor does not have a device' for the bias gradient (TorchCTS)."""
+    x, b = torch.linspace(-2, 2, 24).reshape(2, 4, 3), torch.tensor([-0.5, -0.25, 0.25, 0.5])
+    grad = torch.linspace(0.25, 2.5, 24).reshape(2, 4, 3)
+    xi, bi = x.to(dev).requires_grad_(), b.to(dev).requires_grad_()
+    F.group_norm(xi, 2, weight=None, bias=bi, eps=1e-5).backward(grad.to(dev))
+    xr = x.clone().requires_grad_()
+    F.group_norm(xr, 2, weight=torch.ones(4), bias=b, eps=1e-5).backward(grad)
+    return [torch.allclose(bi.grad.cpu(), grad.sum(dim=(0, 2))), torch.allclose(xi.grad.cpu(), xr.grad, atol=1e-6)]
+check("group_norm_bias_only", group_norm_bias_only)
+
+def grid_sample_nonfinite():
+    """CUDA's and XPU's kernels send a non-finite coordinate to pixel -100 (zero padding): zero, no gradient."""
+    inp = torch.linspace(-1, 1, 12).reshape(1, 1, 3, 4)
+    grid = torch.rand(1, 3, 2, 2) * 2 - 1
+    grid.view(-1, 2)[0, 0] = math.nan
+    grid.view(-1, 2)[3, 1] = math.inf
+    far = grid.clone()
+    far.view(-1, 2)[0, 0] = -1e3
+    far.view(-1, 2)[3, 1] = -1e3
+    found = {}
+    for name, mode in (("2d", None), ("3d", None)):
+        i, g, f = (inp, grid, far) if name == "2d" else (inp.unsqueeze(2), grid.unsqueeze(1).expand(1, 1, 3, 2, 2).clone(),
+                                                        far.unsqueeze(1).expand(1, 1, 3, 2, 2).clone())
+        if name == "3d":
+            g, f = torch.cat([g, torch.zeros(*g.shape[:-1], 1)], -1), torch.cat([f, torch.zeros(*f.shape[:-1], 1)], -1)
+        xi, gi = i.to(dev).requires_grad_(), g.to(dev).requires_grad_()
+        out = F.grid_sample(xi, gi, padding_mode="zeros", align_corners=False)
+        out.sum().backward()
+        xr, fr = i.clone().requires_grad_(), f.clone().requires_grad_()
+        ref = F.grid_sample(xr, fr, padding_mode="zeros", align_corners=False)
+        ref.sum().backward()
+        found[name] = [torch.allclose(out.cpu(), ref), torch.allclose(xi.grad.cpu(), xr.grad),
+                       bool(torch.isfinite(gi.grad).all())]
+    return found
+check("grid_sample_nonfinite", grid_sample_nonfinite)
 print(json.dumps(RESULTS, default=str))
 '''
 
@@ -332,3 +369,14 @@ def test_the_meta_mode_finds_a_result_laid_out_otherwise_than_the_meta_function_
     assert meta(OpEntry("add", torch.add, frozenset({torch.float32}), frozenset(), True,
                         lambda dtype, grad: [SampleInput(torch.randn(3, 4), args=(torch.randn(3, 4),))]),
                 SampleInput(torch.randn(3, 4), args=(torch.randn(3, 4),)), target).ok
+
+
+def test_group_norm_without_a_weight_gives_the_bias_gradient(normalization):
+    _, found = normalization
+    assert value(found["group_norm_bias_only"]) == [True, True]
+
+
+def test_grid_sample_sends_a_non_finite_coordinate_outside_the_input(normalization):
+    """The CPU's vectorized kernel gave NaN for the point and its gradients."""
+    _, found = normalization
+    assert value(found["grid_sample_nonfinite"]) == {"2d": [True, True, True], "3d": [True, True, True]}

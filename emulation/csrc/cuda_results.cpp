@@ -10,7 +10,8 @@
 //  * Normalization (every emulated type, as the meta functions say for any device but the CPU):
 //    float16/bfloat16 batch and layer norm computed in float32, with float32 saved statistics and
 //    any mix of parameter dtypes; eval-mode batch norm saves the running statistics, not nothing.
-//  * log_sigmoid_forward's buffer is empty on cuda and xpu, as their kernels return it.
+//  * log_sigmoid_forward's buffer is empty on cuda and xpu, as their kernels return it; a
+//    non-finite grid_sample coordinate samples zero there (zero padding), as their kernels do.
 //  * What only CUDA's kernels compute (emulated cuda, and rocm, which emulates the same type): LU
 //    without pivoting, sums of complex32, nansum of complex numbers; and edge values where CUDA's
 //    kernel is known to differ from the CPU's (logit_backward's sign of zero).
@@ -27,6 +28,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eye.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -367,6 +369,33 @@ void cuda_logit_backward(const c10::OperatorHandle& op, Stack* stack) {
   finish(op, stack, {at::where(outside, at::scalar_tensor(fill, value.options()), value).to(dtype)});
 }
 
+// grid_sampler_2d/3d and their backward with zero padding, as CUDA's and XPU's kernels take a
+// non-finite coordinate: GridSampler.cuh's safe_downgrade_to_int_range makes its pixel index -100,
+// outside the input, so the point samples zero and gets no gradient. The CPU's vectorized kernel
+// gives NaN there. Such grid entries are given the normalized coordinate of pixel -100 on their
+// axis (x: the input's last dimension, y the one before, z the one before that) before the CPU
+// kernel runs; finite coordinates are untouched.
+void grid_sampler_with_nonfinite_coordinates(const c10::OperatorHandle& op, Stack* stack) {
+  constexpr int64_t kZerosPadding = 0;
+  c10::IValue& grid_value = (*stack)[stack->size() - op.schema().arguments().size() + *op.schema().argumentIndexWithName("grid")];
+  const at::Tensor grid = grid_value.toTensor();
+  if (arg(op, *stack, "padding_mode").toInt() == kZerosPadding && grid.is_floating_point() &&
+      !grid.isfinite().all().item<bool>()) {
+    const at::Tensor input = arg(op, *stack, "input").toTensor();
+    const bool align_corners = arg(op, *stack, "align_corners").toBool();
+    std::vector<double> far;
+    for (int64_t k = 0; k < grid.size(-1); ++k) {
+      const auto size = static_cast<double>(input.size(input.dim() - 1 - k));
+      // grid_sampler_unnormalize's inverse at pixel -100
+      far.push_back(align_corners ? (size > 1 ? -200.0 / (size - 1) - 1.0 : -std::numeric_limits<double>::infinity())
+                                  : (2.0 * -100.0 + 1.0) / size - 1.0);
+    }
+    const at::Tensor replacement = at::tensor(far, at::TensorOptions().dtype(at::kDouble)).to(grid.options());
+    grid_value = at::where(grid.isfinite(), grid, replacement);
+  }
+  run_on_host(op, stack);
+}
+
 template <void (*Kernel)(const c10::OperatorHandle&, Stack*)>
 void noted_result(const c10::OperatorHandle& op, Stack* stack) {
   note_dispatch(op);
@@ -393,6 +422,9 @@ void register_device_results(c10::DeviceType type) {
     lib->impl(name, boxed<&widened_normalization<1>>());
   }
   if (type == c10::DeviceType::CUDA || type == c10::DeviceType::XPU) {
+    for (const char* name : {"grid_sampler_2d", "grid_sampler_3d", "grid_sampler_2d_backward", "grid_sampler_3d_backward"}) {
+      lib->impl(name, boxed<&grid_sampler_with_nonfinite_coordinates>());
+    }
     lib->impl("log_sigmoid_forward", boxed<&log_sigmoid_without_buffer>());
     lib->impl("log_sigmoid_backward", boxed<&log_sigmoid_backward_rebuffered>());
   }
