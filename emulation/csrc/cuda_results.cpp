@@ -13,8 +13,9 @@
 //  * log_sigmoid_forward's buffer is empty on cuda and xpu, as their kernels return it; a
 //    non-finite grid_sample coordinate samples zero there (zero padding), as their kernels do.
 //  * What only CUDA's kernels compute (emulated cuda, and rocm, which emulates the same type): LU
-//    without pivoting, sums of complex32, nansum of complex numbers; and edge values where CUDA's
-//    kernel is known to differ from the CPU's (logit_backward's sign of zero).
+//    without pivoting, sums of complex32, nansum of complex numbers; histc's dtypes; float32
+//    arithmetic where CUDA's low-precision kernels use it; and edge values where CUDA's kernel is
+//    known to differ from the CPU's (logit_backward's sign of zero).
 #include "emulation.h"
 
 #include <ATen/core/Tensor.h>
@@ -27,6 +28,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eye.h>
+#include <ATen/ops/histc.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
@@ -35,6 +37,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -369,6 +372,57 @@ void cuda_logit_backward(const c10::OperatorHandle& op, Stack* stack) {
   finish(op, stack, {at::where(outside, at::scalar_tensor(fill, value.options()), value).to(dtype)});
 }
 
+// ---- float32 where CUDA computes in float32 ------------------------------------------------------
+
+// Ops whose float16/bfloat16 kernels on CUDA compute in float32 (opmath) and round once, where the
+// CPU's round intermediate values (grid_sampler's coordinates and gradients, segment_reduce's and
+// soft_margin_loss's gradients, matrix_exp's products: NaN or inf where float32 gives finite values;
+// TorchCTS holds them to a float32 reference). Every floating argument is widened to float32, the
+// CPU kernel runs, and the floating results return to the low-precision dtype.
+void widened_to_float32(const c10::OperatorHandle& op, Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  auto args = stack->end() - static_cast<std::ptrdiff_t>(arguments.size());
+  std::optional<c10::ScalarType> narrow;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (args[i].isTensor() && args[i].toTensor().defined() && low_precision(args[i].toTensor().scalar_type())) {
+      narrow = narrow.value_or(args[i].toTensor().scalar_type());
+      args[i] = args[i].toTensor().to(at::kFloat);
+    }
+  }
+  run_on_host(op, stack);
+  if (!narrow) {
+    return;
+  }
+  const size_t nreturns = op.schema().returns().size();
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nreturns); it != stack->end(); ++it) {
+    if (it->isTensor() && it->toTensor().defined() && it->toTensor().scalar_type() == at::kFloat) {
+      *it = it->toTensor().to(*narrow);
+    }
+  }
+}
+
+// histc(self, bins, min, max) as CUDA's _histc_cuda takes dtypes: float16 refused ("HalfTensor is not
+// supported"), bfloat16 not dispatched, integers counted (in their own dtype, bounds truncated to
+// integers); the CPU kernel counts float16/bfloat16 in their own precision (TorchCTS) and refuses
+// integers.
+void cuda_histc(const c10::OperatorHandle& op, Stack* stack) {
+  const at::Tensor self = arg(op, *stack, "self").toTensor();
+  const c10::ScalarType dtype = self.scalar_type();
+  TORCH_CHECK(dtype != at::kHalf, "HalfTensor is not supported");
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype != at::kBFloat16, "\"histc\" not implemented for 'BFloat16'");
+  if (!at::isIntegralType(dtype, /*includeBool=*/false)) {
+    run_on_host(op, stack);
+    return;
+  }
+  const auto bound = [&](const char* name) {
+    return static_cast<double>(arg(op, *stack, name).toScalar().to<int64_t>());
+  };
+  at::Tensor counts = at::histc(self.to(at::kDouble), arg(op, *stack, "bins").toInt(), bound("min"), bound("max"));
+  finish(op, stack, {counts.to(dtype)});
+}
+
+constexpr const char* kFloat32OnCuda[] = {"_segment_reduce_backward", "soft_margin_loss_backward", "linalg_matrix_exp"};
+
 // grid_sampler_2d/3d and their backward with zero padding, as CUDA's and XPU's kernels take a
 // non-finite coordinate: GridSampler.cuh's safe_downgrade_to_int_range makes its pixel index -100,
 // outside the input, so the point samples zero and gets no gradient. The CPU's vectorized kernel
@@ -393,7 +447,12 @@ void grid_sampler_with_nonfinite_coordinates(const c10::OperatorHandle& op, Stac
     const at::Tensor replacement = at::tensor(far, at::TensorOptions().dtype(at::kDouble)).to(grid.options());
     grid_value = at::where(grid.isfinite(), grid, replacement);
   }
-  run_on_host(op, stack);
+  if (op.schema().arguments().front().type()->kind() == c10::TypeKind::TensorType &&
+      arg(op, *stack, "input").toTensor().device().type() == c10::DeviceType::CUDA) {
+    widened_to_float32(op, stack);  // CUDA computes low-precision grid sampling in float32
+  } else {
+    run_on_host(op, stack);
+  }
 }
 
 template <void (*Kernel)(const c10::OperatorHandle&, Stack*)>
@@ -443,6 +502,12 @@ void register_device_results(c10::DeviceType type) {
     }
     for (const char* name : {"nansum", "nansum.out"}) {
       lib->impl(name, boxed<&complex_nansum>());
+    }
+    for (const char* name : {"histc", "histc.out"}) {
+      lib->impl(name, boxed<&cuda_histc>());
+    }
+    for (const char* name : kFloat32OnCuda) {
+      lib->impl(name, boxed<&widened_to_float32>());
     }
     for (const char* name : {"logit_backward", "logit_backward.grad_input"}) {
       lib->impl(name, boxed<&cuda_logit_backward>());
