@@ -7,7 +7,8 @@ from typing import Any
 from .status import Status
 
 VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile", "edge", "scalar_types")  # held to the CPU's values
-SEMANTIC_MODES = ("alias", "layout", "errors")  # results held to the CPU's aliasing, strides and exceptions
+SEMANTIC_MODES = ("alias", "layout", "errors", "meta")  # held to the CPU's aliasing, strides, exceptions; meta: to
+# torch's meta functions for the device type (meta.py)
 MODES = VALUE_MODES + SEMANTIC_MODES
 
 

@@ -32,6 +32,7 @@ PYTORCH_TESTS: dict[str, tuple[str, str]] = {
     "errors": ("TestCommon", "test_errors"),
     "autograd": ("TestBwdGradients", "test_fn_grad"),
     "compile": ("TestInductorOpInfo", "test_comprehensive"),
+    "meta": ("TestFakeTensor", "test_fake"),
 }
 
 

@@ -200,7 +200,7 @@ def guess_category(status: str, mode: str, cause: str) -> str:
         return "dtype"
     if mode == "errors":
         return "error-message"
-    if mode in ("layout", "alias"):
+    if mode in ("layout", "alias", "meta"):
         return "layout"
     if " differ" in cause or "float64 arbitration" in cause:
         return "value"

@@ -37,9 +37,9 @@ COMPILE_STANDARD = (
 # The errors mode's "samples" are error inputs: OpInfo's, then out-of-range variants (errors.py).
 SAMPLES: dict[str, dict[str, int | None]] = {
     "smoke": {"eager": 2, "autograd": 1, "out": 1, "noncontiguous": 2, "compile": 1,
-              "alias": 1, "layout": 1, "errors": 2, "edge": 1, "scalar_types": 1},
+              "alias": 1, "layout": 1, "errors": 2, "meta": 1, "edge": 1, "scalar_types": 1},
     "standard": {"eager": 6, "autograd": 2, "out": 6, "noncontiguous": 1, "compile": 1,
-                 "alias": 3, "layout": 2, "errors": None, "edge": 2, "scalar_types": 3},
+                 "alias": 3, "layout": 2, "errors": None, "meta": 3, "edge": 2, "scalar_types": 3},
     "full": {mode: None for mode in MODES},
 }
 

@@ -8,11 +8,13 @@
 //    composite wrapper allocates through the dispatcher and calls the out= variant): routing them
 //    to the host path runs exactly the CPU kernel, in one trip instead of two;
 //  * scaled_dot_product_attention, an implicit composite that asks a DispatchStub (not
-//    overridable for XPU in a CPU build) for its backend: it takes the math implementation;
+//    overridable for XPU in a CPU build) for its backend: it takes the math implementation (on
+//    emulated cuda, CUDA's choice among its kernels: cuda_attention.cpp);
 //  * native_dropout, whose CPU kernel samples from the CPU's default generator internally: it is
 //    rebuilt from device ops, so it samples from the device's generator (torch.xpu.manual_seed);
 //  * native_group_norm_backward, which torch's autograd formula calls with a non-contiguous
 //    gradient on XPU only (real XPU kernels accept one, the CPU kernel does not): made contiguous;
+//    without a weight it gets one of ones (the CPU kernel fails to give the bias gradient then);
 //  * _copy_from and _copy_from_and_resize, which have no CPU kernel but which torch's copying CPU
 //    fallback (at::native::cpu_fallback) uses to write results back to a device;
 //  * mm, bmm, addmm and baddbmm with out_dtype, which only CUDA builds implement: widened inputs;
@@ -28,6 +30,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
 #include <torch/library.h>
 
@@ -150,13 +153,18 @@ void synchronous_to_copy(const c10::OperatorHandle& op, torch::jit::Stack* stack
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
-// native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, mask).
+// native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, mask). Without a
+// weight, the CPU kernel raises "tensor does not have a device" when the bias gradient is asked for
+// (GPUs' kernels compute it; TorchCTS): a weight of ones is the same normalization.
 void contiguous_group_norm_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   auto args = stack->end() - 10;
   const at::Tensor input = args[1].toTensor();
   const auto format = input.suggest_memory_format();
   args[0] = args[0].toTensor().contiguous(format);
   args[1] = input.contiguous(format);
+  if (args[4].isNone() || !args[4].toTensor().defined()) {
+    args[4] = at::ones({args[6].toInt()}, input.options());
+  }
   run_on_host(op, stack);
 }
 
@@ -288,7 +296,9 @@ void register_composite_overrides(c10::DeviceType type) {
     }
     host->impl(unqualified(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
   }
-  host->impl("scaled_dot_product_attention", noted<&math_attention>());
+  if (type != c10::DeviceType::CUDA) {  // emulated cuda chooses among CUDA's kernels (cuda_attention.cpp)
+    host->impl("scaled_dot_product_attention", noted<&math_attention>());
+  }
   host->impl("native_dropout", noted<&device_dropout>());
   host->impl("native_group_norm_backward",
              noted<&contiguous_group_norm_backward>());
@@ -310,9 +320,12 @@ void register_composite_overrides(c10::DeviceType type) {
   // An implicit composite with a backend kernel loses its autograd formula on that backend, so the
   // math decomposition is registered for the backend's autograd key too.
   auto grad = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", autograd_key(type), __FILE__, __LINE__);
-  grad->impl("scaled_dot_product_attention", noted<&math_attention>());
+  if (type != c10::DeviceType::CUDA) {
+    grad->impl("scaled_dot_product_attention", noted<&math_attention>());
+  }
   libraries.push_back(std::move(host));
   libraries.push_back(std::move(grad));
+  register_device_results(type);  // after the host path above: these kernels replace some of it
 }
 
 }  // namespace torchplug::emulation

@@ -162,6 +162,16 @@ class QuietOverrides {
 // Per-op kernels for ops whose composite kernels would win over the fallback, or fail on it.
 void register_composite_overrides(c10::DeviceType type);
 
+// ---- cuda_results.cpp ------------------------------------------------------------------------
+// Kernels whose results follow the device's own (layouts torch's meta functions give, eval batch
+// norm's saved statistics; on cuda, what only CUDA's kernels compute). Called by the above.
+void register_device_results(c10::DeviceType type);
+
+// ---- cuda_attention.cpp ----------------------------------------------------------------------
+// scaled_dot_product_attention with CUDA's backend choice, and the flash and memory-efficient
+// kernels computed with the math path (emulated cuda only).
+void register_cuda_attention(c10::DeviceType type);
+
 // ---- dispatched.cpp --------------------------------------------------------------------------
 // Each kernel the runtime registers notes its operator while recording is on (coverage audit).
 void note_dispatch(const c10::OperatorHandle& op);
