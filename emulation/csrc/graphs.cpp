@@ -50,7 +50,7 @@ enum class Code : int32_t { kUnsupported = 900, kInvalidated = 901, kUnjoined = 
 
 using PoolId = std::pair<int64_t, int64_t>;  // torch's MempoolId_t
 
-struct Pool {
+struct GraphPool {
   c10::Device device{c10::DeviceType::CPU};
   PoolId id;
   int64_t uses = 0;  // graphs and allocate-to-pool contexts holding it
@@ -86,7 +86,7 @@ struct EventTag {
 };
 
 std::mutex g_graph_mutex;
-std::map<int64_t, Pool> g_pools;
+std::map<int64_t, GraphPool> g_pools;
 std::map<PoolId, int64_t> g_pool_keys;
 struct Block {
   size_t capacity;
@@ -199,7 +199,7 @@ int64_t pool_acquire(c10::Device device, PoolId id) {
   if (found == g_pool_keys.end()) {
     key = g_next_pool++;
     g_pool_keys.emplace(id, key);
-    Pool& pool = g_pools[key];
+    GraphPool& pool = g_pools[key];
     pool.device = device;
     pool.id = id;
   } else {
@@ -212,7 +212,7 @@ int64_t pool_acquire(c10::Device device, PoolId id) {
 }
 
 void erase_if_unused(int64_t key) {
-  Pool& pool = g_pools.at(key);
+  GraphPool& pool = g_pools.at(key);
   if (pool.uses == 0 && pool.live == 0) {
     g_pool_keys.erase(pool.id);
     g_pools.erase(key);
@@ -227,7 +227,7 @@ void pool_release(int64_t key) {
     if (found == g_pools.end()) {
       return;
     }
-    Pool& pool = found->second;
+    GraphPool& pool = found->second;
     if (--pool.uses > 0) {
       return;
     }
@@ -296,7 +296,7 @@ size_t pool_block_capacity(size_t nbytes) {
 
 void* take_pool_block(int64_t key, size_t capacity) {
   std::lock_guard<std::mutex> lock(g_graph_mutex);
-  Pool& pool = g_pools.at(key);
+  GraphPool& pool = g_pools.at(key);
   ++pool.live;
   auto found = pool.free_blocks.find(capacity);
   if (found == pool.free_blocks.end()) {
@@ -328,7 +328,7 @@ PoolFree keep_pool_block(int64_t key, void* data, size_t capacity) {
   }
   auto found = g_pools.find(key);
   if (found != g_pools.end()) {
-    Pool& pool = found->second;
+    GraphPool& pool = found->second;
     --pool.live;
     if (pool.uses > 0 && block != g_blocks.end()) {
       const uintptr_t ptr = reinterpret_cast<uintptr_t>(data);
@@ -605,7 +605,7 @@ void bind_graphs(py::module_& m) {
     if (key == 0) {
       return std::nullopt;
     }
-    const Pool& p = g_pools.at(key);
+    const GraphPool& p = g_pools.at(key);
     int64_t free_bytes = 0;
     for (const auto& [capacity, data] : p.free_blocks) {
       free_bytes += static_cast<int64_t>(capacity);
@@ -665,7 +665,7 @@ void bind_graphs(py::module_& m) {
       std::lock_guard<std::mutex> lock(g_graph_mutex);
       const int64_t key = pool_key(state.first);
       TORCH_CHECK(key != 0, "graph memory pool (", state.first.first, ", ", state.first.second, ") does not exist");
-      Pool& pool = g_pools.at(key);
+      GraphPool& pool = g_pools.at(key);
       device = pool.device;
       const std::set<uintptr_t> wanted(state.second.begin(), state.second.end());
       for (auto& [ptr, block] : g_blocks) {
