@@ -3,6 +3,7 @@
 Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..entrypoints import CodegenTarget
@@ -16,6 +17,11 @@ class Compile(BackendExtension):
         from .entry import arm
 
         arm(backend)
+
+    def check_environment(self, plugins: Sequence[str]) -> None:
+        from .fidelity import check_mode_setting
+
+        check_mode_setting()
 
     def codegen(self, backend: Any) -> CodegenTarget | None:
         from .select import target_for

@@ -9,17 +9,31 @@ Inductor asks Triton's active driver for the GPU target (cache keys, kernel laun
 machine without a GPU no driver is active, so a stand-in driver claims the emulated device's.
 """
 
+import difflib
 import os
 from collections.abc import Hashable
 from typing import Any
 
 import torch
 
+from .. import warn
 from ..entrypoints import TritonArch
 from .emulated import EmulatedTarget
 
 VERSION = 1
 MODE_VARIABLE = "TORCHPLUG_EMULATE_INDUCTOR"
+MODES = ("triton",)  # unset: the host target
+
+
+def check_mode_setting() -> None:
+    """At ``import torch``: a value that is no mode would leave compiled graphs on the host target without a word."""
+    value = os.environ.get(MODE_VARIABLE, "")
+    if value and value not in MODES:
+        close = difflib.get_close_matches(value.strip().lower(), MODES, n=1)
+        warn(f"{MODE_VARIABLE}={value!r} is not a compile mode{f' (did you mean {close[0]!r}?)' if close else ''}, "
+             "so torch.compile on emulated devices keeps the host C++ target. Set "
+             f"{MODE_VARIABLE}=triton (Triton's interpreter on emulated cuda, rocm and xpu; Metal source on emulated "
+             "mps), or unset it.")
 
 
 def requested(backend: Any) -> TritonArch | None:

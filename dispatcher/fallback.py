@@ -10,13 +10,17 @@ or out= arguments) back; view ops are refused, since a copy cannot alias device 
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from .. import warn
 from ..entrypoints import loaded_backend
+from ..entrypoints.loader import warn_unknown_names
 from .native import extension
 from .registry import qualified_name, ready_backend, resolve_schema
 
 POLICIES = ("allow", "warn", "error")
+_EXAMPLES = {"TORCHPLUG_FALLBACK": "TORCHPLUG_FALLBACK=warn,xpu=error",
+             "TORCHPLUG_FALLBACK_OPS": "TORCHPLUG_FALLBACK_OPS=aten::nonzero=allow"}
 _lock = threading.Lock()
 _whole_key: set[str] = set()  # backends whose every kernel-less op falls back
 _per_op: set[tuple[str, str]] = set()  # (backend, op) served by the fallback although a kernel exists
@@ -29,23 +33,45 @@ def _check_policy(policy: str, origin: str) -> str:
     return policy
 
 
-def _entries(variable: str) -> list[str]:
-    return [entry.strip() for entry in os.environ.get(variable, "").split(",") if entry.strip()]
+def _entries(variable: str) -> list[tuple[str, str, str]]:
+    """(entry, what it names: backend or op, policy) for each comma-separated entry of `variable`."""
+    entries = (entry.strip() for entry in os.environ.get(variable, "").split(","))
+    return [(entry, *entry.rpartition("=")[::2]) for entry in entries if entry]
+
+
+def _entry_problem(variable: str, entry: str) -> str | None:
+    """What is wrong with one entry of TORCHPLUG_FALLBACK or TORCHPLUG_FALLBACK_OPS, with a valid example."""
+    named, _, policy = entry.rpartition("=")
+    if variable == "TORCHPLUG_FALLBACK_OPS" and not named:
+        return f"{variable} entry {entry!r} must name an op and a policy; e.g. {_EXAMPLES[variable]}"
+    if policy not in POLICIES:
+        return (f"{variable} entry {entry!r}: fallback policy {policy!r} is not one of {', '.join(POLICIES)}; "
+                f"e.g. {_EXAMPLES[variable]}")
+    return None
+
+
+def check_environment(plugins: Sequence[str]) -> None:
+    """At ``import torch``: name each unreadable entry now, not when a device first falls back."""
+    for variable in _EXAMPLES:
+        for entry, named, _ in _entries(variable):
+            if problem := _entry_problem(variable, entry):
+                warn(f"{problem}. Until it is fixed, enabling the CPU fallback raises this error.")
+            elif variable == "TORCHPLUG_FALLBACK" and named:
+                warn_unknown_names(variable, [named], plugins, "warn,{name}=error")
 
 
 def _env_policies(backend: str) -> list[tuple[str, str | None]]:
     """(policy, op or None) pairs that the environment sets for `backend`, in the order to apply."""
     pairs: list[tuple[str, str | None]] = []
-    for entry in _entries("TORCHPLUG_FALLBACK"):
-        name, _, policy = entry.rpartition("=")
-        if name in ("", backend):
-            pairs.append((_check_policy(policy, f"TORCHPLUG_FALLBACK entry {entry!r}"), None))
-    for entry in _entries("TORCHPLUG_FALLBACK_OPS"):
-        op, sep, policy = entry.rpartition("=")
-        if not sep:
-            raise ValueError(f"TORCHPLUG_FALLBACK_OPS entry {entry!r} must look like aten::nonzero=allow")
-        resolve_schema(op)
-        pairs.append((_check_policy(policy, f"TORCHPLUG_FALLBACK_OPS entry {entry!r}"), op))
+    for variable in _EXAMPLES:
+        for entry, named, policy in _entries(variable):
+            if problem := _entry_problem(variable, entry):
+                raise ValueError(problem)
+            if variable == "TORCHPLUG_FALLBACK_OPS":
+                resolve_schema(named)
+                pairs.append((policy, named))
+            elif named in ("", backend):
+                pairs.append((policy, None))
     return pairs
 
 

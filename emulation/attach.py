@@ -5,12 +5,15 @@ the environment, probes cheaply and patches Python attributes; the C++ runtime i
 loaded on first device use (runtime.py).
 """
 
+import difflib
 import threading
+from collections.abc import Sequence
 from typing import NoReturn
 
 import torch
 
 from .. import warn
+from ..entrypoints.loader import warn_unknown_names
 from ..entrypoints.spec import NATIVE_DISPATCH_KEYS
 from .attachment import Attachment, attached, record
 from ..entrypoints import EmulatedShape
@@ -129,6 +132,43 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         install(attachment)
         record(attachment)
         return attachment
+
+
+def check_settings(plugins: Sequence[str]) -> None:
+    """When discovery is done, at the user's ``import torch`` line: warn about each setting that names a
+    backend no installed plugin provides, or a model no emulated backend has (unreadable values
+    already failed the requested plugins, with a warning, in `attach`)."""
+    try:
+        config = current()
+    except EmulationConfigError as err:
+        _report_unreadable_settings(err, ", ".join(requested_names()))
+        return
+    # Examples name an emulated backend before the others.
+    known = [*(n for n in config.names if n in plugins), *(n for n in plugins if n not in config.names)]
+    for variable, per_backend, example in (
+        ("TORCHPLUG_EMULATE_DEVICES", config.devices, "{name}=2"),
+        ("TORCHPLUG_EMULATE_MEMORY", config.memory, "{name}=1GiB"),
+        ("TORCHPLUG_EMULATE_FORCE", config.force, "{name} (or TORCHPLUG_EMULATE_FORCE=1 for every emulated backend)"),
+    ):
+        warn_unknown_names(variable, set(per_backend) - {"*"}, known, example)
+    for name, model in config.gpus.items():  # the example keeps the model asked for
+        if name != "*":
+            warn_unknown_names("TORCHPLUG_EMULATE_GPU", [name], known, "{name}=" + model.replace("{", "{{").replace("}", "}}"))
+    _check_bare_model(config)
+
+
+def _check_bare_model(config: EmulationConfig) -> None:
+    """A bare TORCHPLUG_EMULATE_GPU model that no emulated backend declares would change nothing."""
+    model = config.gpus.get("*")
+    emulated = [a for a in attached().values() if a.backend in config.names and a.backend not in config.gpus]
+    if model is None or not emulated or any(a.profile.model(model) for a in emulated):
+        return
+    declared = [name for a in emulated for name in a.profile.model_names()]
+    close = difflib.get_close_matches(model, declared, n=1)
+    models = "; ".join(f"{a.backend}: {', '.join(a.profile.model_names()) or 'none'}" for a in emulated)
+    example = f" e.g. TORCHPLUG_EMULATE_GPU={(close or declared)[0]}." if declared else ""
+    warn(f"TORCHPLUG_EMULATE_GPU names model {model!r}, which no emulated backend has"
+         f"{f' (did you mean {close[0]!r}?)' if close else ''}, so it is ignored. Models: {models};{example}")
 
 
 def _chosen_model(spec, config: EmulationConfig) -> EmulatedShape:

@@ -3,9 +3,10 @@
 TORCHPLUG_EMULATE=xpu,mps,cuda   backend names to emulate (opt-in; nothing is emulated without it)
 TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "xpu=2,mps=1". Default 1,
                                  or under torchrun LOCAL_WORLD_SIZE (one device per local rank)
-TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB"
+TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB". Unset: no
+                                 limit (0 is refused: it would be a device that can hold nothing)
 TORCHPLUG_EMULATE_FORCE=1        emulate even where the backend's native probe finds hardware
-                                 ("1" for every listed backend, or a list of backend names)
+                                 ("1" for every listed backend, "0" for none, or a list of backend names)
 TORCHPLUG_EMULATE_GPU=h100       the real model an emulated device answers as (capability, memory, SMs);
                                  or per backend: "cuda=h100,xpu=max1550". Default: each backend's own
 
@@ -40,7 +41,7 @@ class EmulationConfigError(ValueError):
 class EmulationConfig:
     names: tuple[str, ...] = ()  # backend names, in the order listed
     devices: dict[str, int] = field(default_factory=dict)  # per backend; "*" is the default
-    memory: dict[str, int] = field(default_factory=dict)  # bytes per device; "*" is the default; 0 unlimited
+    memory: dict[str, int] = field(default_factory=dict)  # bytes per device; "*" is the default; unset: no limit
     force: frozenset[str] = frozenset()  # backend names, or {"*"}
     gpus: dict[str, str] = field(default_factory=dict)  # model names per backend; "*" applies to any
 
@@ -64,14 +65,18 @@ class EmulationConfig:
 
 
 def parse_size(text: str, variable: str = "TORCHPLUG_EMULATE_MEMORY") -> int:
-    """Bytes in `text`, e.g. '512M', '1.5GiB', '4096'."""
+    """Bytes in `text`, e.g. '512M', '1.5GiB', '4096'; at least one byte."""
+    fix = f"set {variable} to a size such as {variable}=1GiB (or per backend: {variable}=xpu=1GiB), or unset it"
     match = _SIZE.match(text)
     if not match:
         raise EmulationConfigError(
-            f"{variable}: cannot read {text!r} as a size; write e.g. 512M, 1GiB or 1073741824",
-            f"set {variable} to a size such as {variable}=1GiB (or per backend: {variable}=xpu=1GiB), or unset it",
-        )
-    return int(float(match[1]) * _UNITS[match[2].lower()])
+            f"{variable}: cannot read {text!r} as a size; write e.g. 512M, 1GiB or 1073741824", fix)
+    size = int(float(match[1]) * _UNITS[match[2].lower()])
+    if size < 1:
+        raise EmulationConfigError(
+            f"{variable}: {text.strip()!r} is no capacity (a device that can hold nothing); unset it for no limit, "
+            "or write a size such as 1GiB", fix)
+    return size
 
 
 def _per_backend(value: str, parse: Callable[[str], T]) -> dict[str, T]:
@@ -116,13 +121,19 @@ def _devices(environ: "os._Environ[str] | dict[str, str]") -> dict[str, int]:
     return devices
 
 
+def _forced(value: str) -> frozenset[str]:
+    flag = value.strip().lower()
+    if flag in ("1", "true", "yes", "on", "all"):
+        return frozenset({"*"})
+    return frozenset() if flag in ("0", "false", "no", "off", "none") else frozenset(_names(flag))
+
+
 def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfig:
-    force = environ.get("TORCHPLUG_EMULATE_FORCE", "").strip().lower()
     return EmulationConfig(
         names=_names(environ.get("TORCHPLUG_EMULATE", "")),
         devices=_devices(environ),
         memory=_per_backend(environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
-        force=frozenset({"*"} if force in ("1", "true", "yes", "on", "all") else _names(force)),
+        force=_forced(environ.get("TORCHPLUG_EMULATE_FORCE", "")),
         gpus=_per_backend(environ.get("TORCHPLUG_EMULATE_GPU", ""), lambda model: model.strip().lower()),
     )
 

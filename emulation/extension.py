@@ -5,6 +5,7 @@ the "torchplug can emulate this device" hint to torch's error, and imports nothi
 """
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..entrypoints import STANDARD_DTYPES, DeviceStatus
@@ -25,6 +26,12 @@ class Emulation(BackendExtension):
         from .hint import hint_emulation
 
         hint_emulation(backend.spec.device_type, backend.spec.name)
+
+    def check_environment(self, plugins: Sequence[str]) -> None:
+        if os.environ.get("TORCHPLUG_EMULATE"):  # the other TORCHPLUG_EMULATE_* settings only act with it
+            from .attach import check_settings
+
+            check_settings(plugins)
 
     def status(self, backend: Any) -> DeviceStatus | None:
         if not os.environ.get("TORCHPLUG_EMULATE"):

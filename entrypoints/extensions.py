@@ -2,13 +2,15 @@
 
 The contract (`Backend`) imports none of them. Each part that acts on backends declares a
 `BackendExtension` in its distribution's ``torchplug.extensions`` entry-point group (torchplug's own
-pyproject.toml declares emulation, collectives and codegen; another distribution may add its own).
-`Backend` runs their hooks in `order`: at setup (inside ``import torch``, so they stay cheap), when
-its status is asked and when its compile target is asked.
+pyproject.toml declares emulation, collectives, codegen and the dispatcher's fallback; another
+distribution may add its own). `Backend` runs their hooks in `order`: at setup (inside ``import
+torch``, so they stay cheap), when its status is asked and when its compile target is asked. The
+loader runs `check_environment` once, when discovery is done, so a bad setting is named at ``import
+torch``, not when it is first read.
 """
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar
 
@@ -26,6 +28,11 @@ class BackendExtension:
 
     def setup(self, backend: Any) -> None:
         """At autoload, once per backend."""
+
+    def check_environment(self, plugins: Sequence[str]) -> None:
+        """Once per process, when discovery has loaded the plugins (inside ``import torch``): warn, at the
+        user's line, about this part's environment variables that cannot be read or that name no
+        installed plugin (`plugins` are the installed backend names). Never raises."""
 
     def status(self, backend: Any) -> DeviceStatus | None:
         """The backend's status when this part provides its device (e.g. emulated), else None."""

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, PackageMetadata, distributions
 from typing import Literal
@@ -197,6 +198,17 @@ def _discover_all() -> None:
                   f"remove {ep.name!r} from TORCHPLUG_DISABLE")
         else:
             _load(record)
+    _check_environment(names)
+
+
+def _check_environment(names: list[str]) -> None:
+    """Each runtime part names its own unreadable settings now, at ``import torch``, not hours later."""
+    for extension in extensions.extensions():
+        try:
+            extension.check_environment(names)
+        except Exception as err:  # never break `import torch`
+            warn(f"torchplug: checking the settings of extension {type(extension).__name__} raised "
+                 f"{type(err).__name__}: {err}")
 
 
 def _skip(record: PluginRecord, reason: str, fix: str) -> None:
@@ -312,10 +324,18 @@ def _env_names(var: str, known: list[str]) -> set[str] | None:
     if value is None:
         return None
     names = {part.strip().lower() for part in value.split(",") if part.strip()}
-    for name in sorted(names - set(known)):
-        warn(f"{var} names {name!r}, but no installed torchplug plugin provides it"
-             f"{_did_you_mean(name, known)}. Installed: {', '.join(known) or 'none'}.")
+    warn_unknown_names(var, names, known)
     return names
+
+
+def warn_unknown_names(variable: str, names: Iterable[str], known: Sequence[str], example: str = "{name}") -> None:
+    """Warn, at the user's line, about each of `names` that is not an installed plugin in `known`: with a
+    did-you-mean and a valid setting, `variable`=`example` formatted with the closest name (else known[0])."""
+    for name in sorted(set(names) - set(known)):
+        close = difflib.get_close_matches(name, list(known), n=1)
+        valid = f"; e.g. {variable}={example.format(name=(close or known)[0])}" if known else ""
+        warn(f"{variable} names {name!r}, but no installed torchplug plugin provides it"
+             f"{_did_you_mean(name, known)}, so it is ignored. Installed: {', '.join(sorted(known)) or 'none'}{valid}.")
 
 
 def _did_you_mean(name: str, known) -> str:

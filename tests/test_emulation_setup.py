@@ -46,12 +46,14 @@ def test_sizes_and_per_backend_settings():
     assert config.forced("mps") and not config.forced("xpu")
     assert from_environ({}).names == () and from_environ({}).device_count("xpu") == 1
     assert from_environ({"TORCHPLUG_EMULATE_FORCE": "1"}).forced("anything")
+    assert not from_environ({"TORCHPLUG_EMULATE_FORCE": "0"}).force
 
 
 @pytest.mark.parametrize("variable,value,needle", [
     ("TORCHPLUG_EMULATE_DEVICES", "0", "between 1 and 64"),
     ("TORCHPLUG_EMULATE_DEVICES", "xpu=two", "'two'"),
     ("TORCHPLUG_EMULATE_MEMORY", "lots", "cannot read 'lots' as a size"),
+    ("TORCHPLUG_EMULATE_MEMORY", "xpu=0", "'0' is no capacity"),  # unset means no limit; 0 is refused
 ])
 def test_unreadable_settings_name_the_variable(variable, value, needle):
     with pytest.raises(EmulationConfigError, match=variable) as info:

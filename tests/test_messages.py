@@ -3,7 +3,9 @@
 import re
 import sys
 
-from conftest import REPO, cli_json, run_cli, run_process, run_python, clean_env
+import pytest
+
+from conftest import REPO, clean_env, cli_json, run_cli, run_process, run_python
 
 USER_FACING = [*REPO.glob("*.md"), *REPO.glob("docs/**/*.md"),
                *(p for p in REPO.rglob("*.py") if not p.is_relative_to(REPO / "tests") and ".venv" not in p.parts)]
@@ -22,6 +24,46 @@ def test_an_unreadable_emulate_memory_fix_names_the_variable_with_a_valid_exampl
     xpu = next(p for p in listing["plugins"] if p["name"] == "xpu")
     assert xpu["status"] == "failed" and "'1GBB'" in xpu["reason"]
     assert "TORCHPLUG_EMULATE_MEMORY=1GiB" in xpu["fix"] and "reinstall" not in xpu["fix"], xpu["fix"]
+
+
+@pytest.mark.parametrize("settings, named, example", [
+    ({"TORCHPLUG_EMULATE_INDUCTOR": "tritn"}, "TORCHPLUG_EMULATE_INDUCTOR='tritn' is not a compile mode",
+     "TORCHPLUG_EMULATE_INDUCTOR=triton"),
+    ({"TORCHPLUG_EMULATE": "xpu", "TORCHPLUG_EMULATE_FORCE": "maybe"}, "TORCHPLUG_EMULATE_FORCE names 'maybe'",
+     "TORCHPLUG_EMULATE_FORCE=xpu"),
+    ({"TORCHPLUG_EMULATE": "xpu", "TORCHPLUG_EMULATE_DEVICES": "xpu=2,foo=1"}, "TORCHPLUG_EMULATE_DEVICES names 'foo'",
+     "TORCHPLUG_EMULATE_DEVICES=xpu=2"),
+    ({"TORCHPLUG_EMULATE": "xpu", "TORCHPLUG_EMULATE_MEMORY": "xpuu=1G"}, "TORCHPLUG_EMULATE_MEMORY names 'xpuu'",
+     "TORCHPLUG_EMULATE_MEMORY=xpu=1GiB"),
+    ({"TORCHPLUG_EMULATE": "xpu", "TORCHPLUG_EMULATE_MEMORY": "0"}, "TORCHPLUG_EMULATE_MEMORY: '0' is no capacity",
+     "TORCHPLUG_EMULATE_MEMORY=1GiB"),
+    ({"TORCHPLUG_EMULATE": "xpu", "TORCHPLUG_EMULATE_GPU": "cudaa=h100"}, "TORCHPLUG_EMULATE_GPU names 'cudaa'",
+     "TORCHPLUG_EMULATE_GPU=cuda=h100"),
+    ({"TORCHPLUG_EMULATE": "xpu,cuda", "TORCHPLUG_EMULATE_GPU": "h10"}, "TORCHPLUG_EMULATE_GPU names model 'h10'",
+     "TORCHPLUG_EMULATE_GPU=h100"),
+    ({"TORCHPLUG_FALLBACK": "bogus"}, "TORCHPLUG_FALLBACK entry 'bogus': fallback policy 'bogus'",
+     "TORCHPLUG_FALLBACK=warn,xpu=error"),
+    ({"TORCHPLUG_FALLBACK": "warn,xpuu=error"}, "TORCHPLUG_FALLBACK names 'xpuu'", "TORCHPLUG_FALLBACK=warn,xpu=error"),
+    ({"TORCHPLUG_FALLBACK_OPS": "aten::nonzero"}, "TORCHPLUG_FALLBACK_OPS entry 'aten::nonzero'",
+     "TORCHPLUG_FALLBACK_OPS=aten::nonzero=allow"),
+])
+def test_a_bad_value_is_named_at_the_users_import_torch_line_with_a_valid_example(settings, named, example):
+    result = run_python("import torch", **settings)
+    warnings = [line for line in result.stderr.splitlines() if named in line]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].startswith("<string>:1: TorchplugWarning: ") and f"{example}" in warnings[0], warnings[0]
+
+
+def test_a_bad_fallback_policy_still_stops_the_fallback_it_would_govern():
+    result = run_python("""
+        import torch, torchplug.dispatcher as d
+        try:
+            d.enable_fallback("xpu")
+        except ValueError as err:
+            print(err)
+    """, TORCHPLUG_EMULATE="xpu", TORCHPLUG_FALLBACK="eror")
+    assert "fallback policy 'eror' is not one of allow, warn, error; e.g. TORCHPLUG_FALLBACK=warn,xpu=error" \
+        in result.stdout, result.stdout
 
 
 def test_strict_mode_names_the_plugins_that_failed():
