@@ -17,7 +17,7 @@ import time
 import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, PackageMetadata, distributions
+from importlib.metadata import EntryPoint, PackageMetadata, distributions, entry_points
 from typing import Literal
 
 import torch
@@ -59,15 +59,39 @@ _lock = threading.RLock()
 _records: dict[str, PluginRecord] = {}
 _discovered = False
 _discovering = False
+# torch calls every entry point of its TORCH_GROUP in turn; those of torchplug plugins name `autoload`.
+TORCH_GROUP = "torch.backends"
+_AUTOLOAD_TARGETS = ("torchplug.entrypoints:autoload", "torchplug.entrypoints.loader:autoload")
+_autoload_calls = 0  # torch's calls of autoload so far (not counting calls made while discovering)
 
 
 def autoload() -> None:
-    """The ``torch.backends`` entry point of every torchplug plugin."""
-    discover()
+    """The ``torch.backends`` entry point of every torchplug plugin.
+
+    torch calls it once per entry point, in the order of ``entry_points(group="torch.backends")``; the
+    first call loads every plugin. When torch's call raises, torch's error names the entry point it was
+    calling, so under TORCHPLUG_STRICT=1 the call that raises is the one for a failed plugin's entry
+    point (or the last one, for a failed plugin whose distribution declares none).
+    """
+    global _autoload_calls
+    with _lock:
+        counted = not _discovering  # a plugin re-entering torch's autoload while it is imported is not torch's loop
+        call, _autoload_calls = _autoload_calls, _autoload_calls + counted
+        _discover()
+        if counted and _env_flag("TORCHPLUG_STRICT"):
+            _raise_on_failures(call)
 
 
 def discover() -> dict[str, PluginRecord]:
     """Discover and load the installed plugins once; later calls return the records."""
+    with _lock:
+        found = _discover()
+        if not _discovering and _env_flag("TORCHPLUG_STRICT"):
+            _raise_on_failures()
+        return found
+
+
+def _discover() -> dict[str, PluginRecord]:
     global _discovered, _discovering
     with _lock:
         if _discovering:  # a plugin re-entered autoload while being imported
@@ -83,8 +107,6 @@ def discover() -> dict[str, PluginRecord]:
                         _load(record)
         finally:
             _discovering = False
-        if _env_flag("TORCHPLUG_STRICT"):
-            _raise_on_failures()
         return dict(_records)
 
 
@@ -160,7 +182,7 @@ def _plugin_entry_points() -> list[tuple[EntryPoint, PackageMetadata]]:
         if not text or (f"[{GROUP}]" not in text and f"[{extensions.GROUP}]" not in text):
             continue
         metadata = dist.metadata  # re-parsed on every access: read it once
-        key = re.sub(r"[-_.]+", "-", metadata["Name"]).lower()
+        key = _normalized(metadata["Name"])
         if key not in seen:
             seen.add(key)
             declared = dist.entry_points  # parsed on every access: read it once
@@ -306,16 +328,32 @@ def _explain(record: PluginRecord) -> str:
     )
 
 
-def _raise_on_failures() -> None:
+def _raise_on_failures(torch_call: int | None = None) -> None:
+    """Under TORCHPLUG_STRICT=1, raise if a plugin failed. During torch's loop (`torch_call`, the index of
+    its call among torchplug's entry points) only from the call torch will name in its own error: one
+    for a failed plugin's entry point, or the last."""
     failures = [r for r in _records.values() if r.status in ("failed", "incompatible")]
-    if failures:
-        # torch wraps this error in one naming the first torchplug entry point it called, which
-        # need not be a failing plugin: the first line names them.
-        names = ", ".join(f"{r.name} ({r.distribution})" for r in failures)
-        raise PluginError(
-            f"TORCHPLUG_STRICT=1 and these torchplug plugins failed to load: {names}\n"
-            + "\n".join(f"  {_explain(r)}\n{r.traceback}" for r in failures)
-        )
+    if not failures:
+        return
+    if torch_call is not None:
+        ours = [ep for ep in entry_points(group=TORCH_GROUP) if ep.value.replace(" ", "") in _AUTOLOAD_TARGETS]
+        failed = {_normalized(r.distribution) for r in failures}
+        if torch_call < len(ours) - 1 and _distribution_name(ours[torch_call]) not in failed:
+            return  # a later call is for a failed plugin (or is the last): torch's error will name that one
+    names = ", ".join(f"{r.name} ({r.distribution})" for r in failures)
+    raise PluginError(
+        f"TORCHPLUG_STRICT=1 and these torchplug plugins failed to load: {names}\n"
+        + "\n".join(f"  {_explain(r)}\n{r.traceback}" for r in failures)
+    )
+
+
+def _normalized(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def _distribution_name(ep: EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return None if dist is None else _normalized(dist.metadata["Name"])
 
 
 def _env_names(var: str, known: list[str]) -> set[str] | None:

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, clean_env, cli_json, run_cli, run_process, run_python
+from conftest import REPO, clean_env, cli_json, make_plugin, plugin_source, run_cli, run_process, run_python
 
 USER_FACING = [*REPO.glob("*.md"), *REPO.glob("docs/**/*.md"),
                *(p for p in REPO.rglob("*.py") if not p.is_relative_to(REPO / "tests") and ".venv" not in p.parts)]
@@ -71,6 +71,15 @@ def test_strict_mode_names_the_plugins_that_failed():
                         TORCHPLUG_EMULATE_DEVICES="0")
     assert result.returncode != 0
     assert "TORCHPLUG_STRICT=1 and these torchplug plugins failed to load: xpu (torchplug-xpu)\n" in result.stderr
+
+
+def test_strict_modes_last_line_names_a_failed_plugin_not_the_first_one_torch_called(tmp_path):
+    make_plugin(tmp_path, "acme", plugin_source("acme"))  # healthy, and first on the path: torch calls it first
+    result = run_python("import torch", path=tmp_path, check=False, TORCHPLUG_STRICT="1", TORCHPLUG_EMULATE="xpu",
+                        TORCHPLUG_EMULATE_DEVICES="0")
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: Failed to load the backend extension: torchplug_xpu."), result.stderr
+    assert "these torchplug plugins failed to load: xpu (torchplug-xpu)\n" in result.stderr
 
 
 def test_install_hints_name_repository_folders_and_only_for_real_plugins():
