@@ -15,8 +15,6 @@ Module-level aliases that torch.cuda's submodules took with ``from torch._C impo
 replaced too, so the submodules agree with torch.cuda.
 """
 
-import itertools
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -174,40 +172,32 @@ def original(name: str) -> Callable[..., Any] | None:
 
 
 class Nvtx:
-    """torch._C._nvtx for a torch without it (the CPU wheel): ranges and marks with NVTX's return values
-    (the nesting depth, a range handle), recorded nowhere; no profiler watches an emulated device.
-    A CUDA build keeps its own, which works without a GPU."""
+    """torch._C._nvtx for a torch without it (the CPU wheel), answering as NVTX answers when no profiling
+    tool is attached, which is always the case on an emulated device: push and pop return
+    NVTX_NO_PUSH_POP_TRACKING (-2), range handles are 0, and nothing is recorded."""
 
-    def __init__(self) -> None:
-        self._depth = threading.local()
-        self._handles = itertools.count(1)
+    NO_TOOL = -2  # NVTX_NO_PUSH_POP_TRACKING
 
     def rangePushA(self, message: str) -> int:  # noqa: N802 - NVTX's names
-        depth = getattr(self._depth, "value", 0)
-        self._depth.value = depth + 1
-        return depth
+        return self.NO_TOOL
 
     def rangePop(self) -> int:  # noqa: N802
-        depth = getattr(self._depth, "value", 0)
-        if depth == 0:
-            return -1  # NVTX: no range was open
-        self._depth.value = depth - 1
-        return depth - 1
+        return self.NO_TOOL
 
     def rangeStartA(self, message: str) -> int:  # noqa: N802
-        return next(self._handles)
+        return 0
 
     def rangeEnd(self, handle: int) -> None:  # noqa: N802
-        """Nothing records ranges on an emulated device."""
+        """No tool records ranges."""
 
     def deviceRangeStart(self, message: str, stream: Any) -> int:  # noqa: N802
-        return next(self._handles)
+        return 0
 
     def deviceRangeEnd(self, handle: int, stream: Any) -> None:  # noqa: N802
-        """Nothing records ranges on an emulated device."""
+        """No tool records ranges."""
 
     def markA(self, message: str) -> None:  # noqa: N802
-        """Nothing records marks on an emulated device."""
+        """No tool records marks."""
 
 
 def _cudnn_is_available() -> bool:

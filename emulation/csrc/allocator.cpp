@@ -63,7 +63,7 @@ DeviceStats& stats_of(c10::Device device) {
   return state(device.type()).stats[device.index()];
 }
 
-Pool pool_of(int64_t nbytes) {
+StatPool pool_of(int64_t nbytes) {
   return nbytes <= kSmallBlockBytes ? kSmallPool : kLargePool;
 }
 
@@ -89,7 +89,7 @@ void charge(c10::Device device, int64_t nbytes) {
 
 void refund(c10::Device device, int64_t nbytes) {
   DeviceStats& s = stats_of(device);
-  for (Pool pool : {kAllPools, pool_of(nbytes)}) {
+  for (StatPool pool : {kAllPools, pool_of(nbytes)}) {
     s.bytes[pool].remove(nbytes);
     s.blocks[pool].remove(1);
   }
