@@ -26,6 +26,41 @@ from . import aliases, runtime
 # The emulated device's clock, for torch.cuda._sleep(cycles): an A100's boost clock.
 _CLOCK_HZ = 1.41e9
 
+# torch.cuda's modules, and the torch.backends ones about CUDA.
+MODULES = ("torch.cuda", "torch.cuda.memory", "torch.cuda.random", "torch.cuda.streams", "torch.cuda.graphs",
+           "torch.cuda.nvtx", "torch.cuda.amp", "torch.cuda.jiterator", "torch.cuda.nccl", "torch.backends.cuda",
+           "torch.backends.cudnn")
+# Public names of torch.cuda's modules that raise on emulated cuda, and why (the message says so too).
+PUBLIC_REFUSED = {
+    "CUDAPluggableAllocator": "device memory is the emulator's, not a cudaMalloc-like library's",
+    "change_current_allocator": "device memory is the emulator's, not a cudaMalloc-like library's",
+    "caching_allocator_alloc": "raw device pointers come from CUDA's caching allocator",
+    "caching_allocator_delete": "raw device pointers come from CUDA's caching allocator",
+    "MemPool": "user memory pools are CUDA caching-allocator pools (CUDA graphs have their own)",
+    "use_mem_pool": "user memory pools are CUDA caching-allocator pools (CUDA graphs have their own)",
+    "ExternalStream": "an external stream is a handle of the CUDA driver",
+    "get_stream_from_external": "an external stream is a handle of the CUDA driver",
+    "GreenContext": "green contexts partition a real GPU's SMs",
+    "cudart": "the CUDA runtime library is not loaded", "cudaStatus": "the CUDA runtime library is not loaded",
+    "check_error": "the CUDA runtime library is not loaded",
+    "list_gpu_processes": "NVML reads a real GPU", "memory_usage": "NVML reads a real GPU",
+    "utilization": "NVML reads a real GPU", "temperature": "NVML reads a real GPU",
+    "power_draw": "NVML reads a real GPU", "clock_rate": "NVML reads a real GPU",
+    "device_memory_used": "NVML reads a real GPU",
+    "_create_jit_fn": "the jiterator compiles CUDA C++ with NVRTC at run time; write the function with torch ops",
+    "_create_multi_output_jit_fn": "the jiterator compiles CUDA C++ with NVRTC at run time; write the function with torch ops",
+    "all_gather": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
+    "all_reduce": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
+    "broadcast": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
+    "reduce": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
+    "reduce_scatter": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
+    "cufft_plan_cache": "cuFFT plans belong to cuFFT, which the emulated device does not run (torch's own "
+                        "\"Cannot access cuFFT plan cache\" on use)",
+    "cuFFTPlanCache": "cuFFT plans belong to cuFFT, which the emulated device does not run",
+    "cuFFTPlanCacheManager": "cuFFT plans belong to cuFFT, which the emulated device does not run",
+}
+
+
 class Bindings:
     """The emulated answers of torch._C's _cuda_* bindings over one DeviceModule."""
 
@@ -246,10 +281,6 @@ class Bindings:
                         "set_numerical_check_tolerances", "set_rotating_buffer_size", "wildcard_fallback_enable",
                         "wildcard_fallback_is_enabled", "write_file", "write_file_on_exit")},
         "_cuda_record_untuned_enable": "TunableOp tunes cuBLAS/hipBLASLt GEMMs, and the emulated device runs none",
-        **{f"_nccl_{name}": "single-process NCCL collectives across one process's GPUs (torch.cuda.nccl) are not "
-                            "emulated; use torch.distributed, whose collectives are"
-           for name in ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "init_rank",
-                        "unique_id")},
     }
 
     # ---- SDPA: which fused kernels the emulated GPU offers ------------------------------------
@@ -345,12 +376,10 @@ def _refuse_public_names() -> None:
     """The public names the inventory lists as raising: each raises saying why (a class, when it is made)."""
     import importlib
 
-    from .cuda_inventory import MODULES, REFUSED_NAMES
-
     for module_name in MODULES:
         module = importlib.import_module(module_name)
         refusals = {}
-        for name, why in REFUSED_NAMES.items():
+        for name, why in PUBLIC_REFUSED.items():
             found = getattr(module, name, None)
             if getattr(found, "torchplug_refused", False):  # already refused under another module's name
                 continue

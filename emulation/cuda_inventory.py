@@ -21,10 +21,9 @@ from pathlib import Path
 
 import torch
 
+from .cuda_bindings import MODULES, PUBLIC_REFUSED, Bindings
+
 FAITHFUL, NO_OP, RAISES = "faithful", "no-op", "raises"
-MODULES = ("torch.cuda", "torch.cuda.memory", "torch.cuda.random", "torch.cuda.streams", "torch.cuda.graphs",
-           "torch.cuda.nvtx", "torch.cuda.amp", "torch.cuda.jiterator", "torch.cuda.nccl", "torch.backends.cuda",
-           "torch.backends.cudnn")
 # The jiterator's whole API is private by name.
 EXTRA_NAMES = {"torch.cuda.jiterator": ("_create_jit_fn", "_create_multi_output_jit_fn")}
 
@@ -46,35 +45,6 @@ NO_OP_NAMES = {
     "range_push": "NVTX with no tool attached (-2)", "range_pop": "NVTX with no tool attached (-2)",
     "range_start": "NVTX with no tool attached (0)", "range_end": "NVTX with no tool attached",
     "mark": "NVTX with no tool attached", "range": "NVTX with no tool attached",
-}
-# Public names that raise, and why (the message says so too).
-REFUSED_NAMES = {
-    "CUDAPluggableAllocator": "device memory is the emulator's, not a cudaMalloc-like library's",
-    "change_current_allocator": "device memory is the emulator's, not a cudaMalloc-like library's",
-    "caching_allocator_alloc": "raw device pointers come from CUDA's caching allocator",
-    "caching_allocator_delete": "raw device pointers come from CUDA's caching allocator",
-    "MemPool": "user memory pools are CUDA caching-allocator pools (CUDA graphs have their own)",
-    "use_mem_pool": "user memory pools are CUDA caching-allocator pools (CUDA graphs have their own)",
-    "ExternalStream": "an external stream is a handle of the CUDA driver",
-    "get_stream_from_external": "an external stream is a handle of the CUDA driver",
-    "GreenContext": "green contexts partition a real GPU's SMs",
-    "cudart": "the CUDA runtime library is not loaded", "cudaStatus": "the CUDA runtime library is not loaded",
-    "check_error": "the CUDA runtime library is not loaded",
-    "list_gpu_processes": "NVML reads a real GPU", "memory_usage": "NVML reads a real GPU",
-    "utilization": "NVML reads a real GPU", "temperature": "NVML reads a real GPU",
-    "power_draw": "NVML reads a real GPU", "clock_rate": "NVML reads a real GPU",
-    "device_memory_used": "NVML reads a real GPU",
-    "_create_jit_fn": "the jiterator compiles CUDA C++ with NVRTC at run time; write the function with torch ops",
-    "_create_multi_output_jit_fn": "the jiterator compiles CUDA C++ with NVRTC at run time; write the function with torch ops",
-    "all_gather": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
-    "all_reduce": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
-    "broadcast": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
-    "reduce": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
-    "reduce_scatter": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
-    "cufft_plan_cache": "cuFFT plans belong to cuFFT, which the emulated device does not run (torch's own "
-                        "\"Cannot access cuFFT plan cache\" on use)",
-    "cuFFTPlanCache": "cuFFT plans belong to cuFFT, which the emulated device does not run",
-    "cuFFTPlanCacheManager": "cuFFT plans belong to cuFFT, which the emulated device does not run",
 }
 
 
@@ -111,7 +81,6 @@ def referenced_bindings() -> list[str]:
 def binding_verdict(name: str) -> tuple[str, str]:
     """The verdict of one private binding, from the emulated runtime's own tables."""
     from . import graph_trees
-    from .cuda_bindings import Bindings
 
     if name in Bindings.REFUSED:
         return RAISES, Bindings.REFUSED[name]
@@ -127,8 +96,8 @@ def binding_verdict(name: str) -> tuple[str, str]:
 def verdict(name: str) -> tuple[str, str]:
     if name.startswith("_cuda_"):
         return binding_verdict(name)
-    if name in REFUSED_NAMES:
-        return RAISES, REFUSED_NAMES[name]
+    if name in PUBLIC_REFUSED:
+        return RAISES, PUBLIC_REFUSED[name]
     if name in TYPED_TENSORS and not (torch.version.cuda or torch.version.hip):
         return RAISES, "a CPU wheel has no CUDA tensor types (torch's own error); torch.tensor(..., device='cuda') works"
     if name in NO_OP_NAMES:
