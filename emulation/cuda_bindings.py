@@ -110,6 +110,15 @@ class Bindings:
     def _cuda_isCurrentStreamCapturing(self) -> bool:  # noqa: N802
         return False
 
+    # ---- kernels ------------------------------------------------------------------------------
+    def _cuda_jiterator_compile_and_launch_kernel(  # noqa: N802
+            self, code_string: str, kernel_name: str, return_by_ref: bool, num_outputs: int,
+            tensors: tuple[torch.Tensor, ...], kwargs: dict[str, Any] | None = None) -> Any:
+        """torch.cuda.jiterator's kernels, compiled for the host (jiterator.py)."""
+        from .jiterator import compile_and_launch
+
+        return compile_and_launch(code_string, kernel_name, return_by_ref, num_outputs, tensors, kwargs)
+
     # ---- memory -------------------------------------------------------------------------------
     def _cuda_memoryStats(self, device: int) -> dict[str, Any]:  # noqa: N802
         return self.module.memory_stats_as_nested_dict(device)

@@ -76,3 +76,43 @@ def test_non_contiguous_out_and_random_fills_are_written_as_a_gpu_writes_them():
     assert found == {"avg_pool3d_out": [True] * 4, "resized_out": [[2, 3, 1, 2, 2], True, True],
                      "randn_out": True, "normal_": True}, found
 
+
+JITERATOR = """
+import json, torch
+from torch.cuda.jiterator import _create_jit_fn, _create_multi_output_jit_fn
+found = {}
+axpy = _create_jit_fn("template <typename T> T axpy(T x, T y, T alpha) { return x + alpha * y; }", alpha=1)
+a, b = torch.randn(3, 4), torch.randn(4)
+result = axpy(a.cuda(), b.cuda(), alpha=-3.14)
+found["broadcast_extra_arg"] = [str(result.device), torch.allclose(result.cpu(), a - 3.14 * b)]
+half = axpy(a.half().cuda(), b.half().cuda())  # computed in float, stored as half, as CUDA's jiterator does
+found["half"] = [str(half.dtype), torch.equal(half.cpu(), (a.half().float() + b.half().float()).half())]
+mixed = axpy(torch.arange(4, device="cuda"), torch.ones(4, dtype=torch.float64, device="cuda"), alpha=2)
+found["promotion"] = [str(mixed.dtype), mixed.tolist()]
+split = _create_multi_output_jit_fn(
+    "template <typename T> void split(T x, T y, T& hi, T& wave) { hi = ::max(x, y); wave = ::sin(x) - y; }", num_outputs=2)
+hi, wave = split(a.cuda(), b.cuda())
+found["by_reference"] = [torch.equal(hi.cpu(), torch.maximum(a, b)), torch.allclose(wave.cpu(), a.sin() - b)]
+found["empty"] = list(axpy(torch.empty(0, 4, device="cuda"), b.cuda()).shape)
+try:
+    axpy(a.cuda(), b)
+except RuntimeError as err:
+    found["cpu_input"] = str(err)
+try:
+    _create_jit_fn("template <typename T> T broken(T x) { return x +; }")(a.cuda())
+except RuntimeError as err:
+    found["compile_error"] = str(err).splitlines()[0]
+print(json.dumps(found))
+"""
+
+
+def test_jiterator_kernels_run_on_emulated_cuda():
+    """test_ops' jiterator OpInfos: torch.cuda.jiterator's kernels raised "module 'torch._C' has no attribute
+    '_cuda_jiterator_compile_and_launch_kernel'". They compile for the host with CUDA's jiterator's rules."""
+    found = run_json(JITERATOR, TORCHPLUG_EMULATE="cuda")
+    assert found["broadcast_extra_arg"] == ["cuda:0", True]
+    assert found["half"] == ["torch.float16", True]
+    assert found["promotion"] == ["torch.float64", [2.0, 3.0, 4.0, 5.0]]
+    assert found["by_reference"] == [True, True] and found["empty"] == [0, 4]
+    assert "same device" in found["cpu_input"] and "'cpu'" in found["cpu_input"]
+    assert found["compile_error"] == "jiterator kernel 'broken' did not compile for emulated cuda's host (c++):"
