@@ -47,8 +47,6 @@ PUBLIC_REFUSED = {
     "utilization": "NVML reads a real GPU", "temperature": "NVML reads a real GPU",
     "power_draw": "NVML reads a real GPU", "clock_rate": "NVML reads a real GPU",
     "device_memory_used": "NVML reads a real GPU",
-    "_create_jit_fn": "the jiterator compiles CUDA C++ with NVRTC at run time; write the function with torch ops",
-    "_create_multi_output_jit_fn": "the jiterator compiles CUDA C++ with NVRTC at run time; write the function with torch ops",
     "all_gather": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
     "all_reduce": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
     "broadcast": "single-process NCCL across GPUs (torch.cuda.nccl); use torch.distributed",
@@ -140,6 +138,15 @@ class Bindings:
     def _cuda_getCurrentBlasHandle(self) -> int:  # noqa: N802
         """0: the CPU kernels behind the emulated device use no cuBLAS handle."""
         return 0
+
+    # ---- kernels ------------------------------------------------------------------------------
+    def _cuda_jiterator_compile_and_launch_kernel(  # noqa: N802
+            self, code_string: str, kernel_name: str, return_by_ref: bool, num_outputs: int,
+            tensors: tuple[torch.Tensor, ...], kwargs: dict[str, Any] | None = None) -> Any:
+        """torch.cuda.jiterator's kernels, compiled for the host (jiterator.py)."""
+        from .jiterator import compile_and_launch
+
+        return compile_and_launch(code_string, kernel_name, return_by_ref, num_outputs, tensors, kwargs)
 
     # ---- memory -------------------------------------------------------------------------------
     def _cuda_memoryStats(self, device: int) -> dict[str, Any]:  # noqa: N802
@@ -257,8 +264,6 @@ class Bindings:
     # Bindings that reach what the emulated device does not have, and why: each raises saying so,
     # on a CPU wheel (where torch lacks them) and on a CUDA build (where they would reach the driver).
     REFUSED = {
-        "_cuda_jiterator_compile_and_launch_kernel":
-            "the jiterator compiles CUDA C++ with NVRTC at run time; write the function with torch ops instead",
         "_cuda_getStreamFromExternal": "an external stream is a handle of the CUDA driver, which is not there",
         "_cuda_cudaCachingAllocator_raw_alloc": "raw device pointers come from CUDA's caching allocator; "
                                                 "allocate a tensor on the device instead",
