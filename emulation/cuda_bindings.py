@@ -392,6 +392,8 @@ def _refuse_public_names() -> None:
                 refusals[name] = _refusing_class(found, f"{module_name}.{name}", why)
             elif callable(found):  # objects (the cuFFT plan cache) keep torch's own refusal on use
                 refusals[name] = _refusal(f"{module_name}.{name}", why, prefix="")
+                if hasattr(found, "__wrapped__"):  # Dynamo reads e.g. torch.cuda.use_mem_pool.__wrapped__ at import
+                    refusals[name].__wrapped__ = found.__wrapped__
         aliases.replace(module, refusals, "torch.cuda")
 
 
