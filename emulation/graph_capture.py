@@ -463,9 +463,8 @@ def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
 
 
 def _module(device: torch.device) -> Any:
-    from .hooks import device_module
-
-    return device_module(device.type)
+    """torch.cuda or torch.xpu, whose functions are the emulated device module's (hooks.install put them there)."""
+    return getattr(torch, device.type)
 
 
 # ---- finding the capture an op belongs to ----------------------------------------------------

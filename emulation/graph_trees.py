@@ -19,9 +19,8 @@ cuda emulated, the emulated allocator's graph pools (csrc/graphs.cpp) answer the
       whose memory a later replay overwrites raise when it is used;
   _tensors_data_ptrs_at_indices_equal, _construct_CUDA_Tensor_From_Storage_And_Metadata: data
       pointer checks and output reconstruction, in Python;
-  _cuda_cudaCachingAllocator_is_enabled (True: graph pools are a caching allocator's),
-  _cuda_isHistoryEnabled (False), _cuda_clearCublasWorkspaces (nothing to clear), and the cuDNN
-      benchmark-cache switch (no cuDNN).
+  _cuda_isHistoryEnabled (False), and the cuDNN benchmark-cache switch (no cuDNN).
+The allocator bindings that are not about pools are cuda_bindings.py's.
 """
 
 import gc
@@ -113,9 +112,7 @@ BINDINGS = {
     "_set_storage_data_ptr_access_error_msg": _set_storage_data_ptr_access_error_msg,
     "_tensors_data_ptrs_at_indices_equal": _tensors_data_ptrs_at_indices_equal,
     "_construct_CUDA_Tensor_From_Storage_And_Metadata": _construct_tensor,
-    "_cuda_cudaCachingAllocator_is_enabled": lambda: True,
     "_cuda_isHistoryEnabled": lambda: False,
-    "_cuda_clearCublasWorkspaces": lambda: None,
     "_cuda_get_conv_benchmark_empty_cache": _get_conv_benchmark_empty_cache,
     "_cudnn_set_conv_benchmark_empty_cache": _set_conv_benchmark_empty_cache,
 }

@@ -67,6 +67,10 @@ def install(attachment: Attachment) -> None:
             _install_mps_stub()
             # torch.backends.mps asks the C++ hooks, which would fix them before ours register.
             torch.backends.mps.is_available = _keep_wrapped(module.is_available, torch.backends.mps.is_available)
+            # Inductor's compile workers ask the GPU's core count and name, which only macOS builds bind.
+            torch.backends.mps.get_core_count = _keep_wrapped(
+                lambda: module.get_device_properties().multi_processor_count, torch.backends.mps.get_core_count)
+            torch.backends.mps.get_name = _keep_wrapped(module.get_device_name, torch.backends.mps.get_name)
             if preloaded is not None:
                 preloaded.register_guard_early("MPS", attachment.count)
             else:

@@ -26,6 +26,11 @@ def stream_classes(module: Any) -> tuple[type, type, type]:
                 return super().__new__(cls, **kwargs)
             return super().__new__(cls, device=module._device(device), priority=priority)
 
+        @property
+        def cuda_stream(self) -> int:
+            """What torch.cuda.Stream gives as its raw cudaStream_t: here a number naming the stream (0: the default)."""
+            return self.stream_id
+
     class Event(torch.Event):
         """An event on the current emulated device; elapsed_time needs enable_timing=True."""
 

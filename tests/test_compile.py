@@ -49,6 +49,19 @@ def test_snippet_on_emulated_xpu_mps_cuda_and_cpu():
         assert results[dev.split(":")[0]]["value"] == [dev, True, True]
 
 
+def test_inductors_compile_workers_can_ask_every_emulated_device():
+    # Each compile worker first reads the properties of every available device (pre_fork_setup); one
+    # that raised killed the worker pool ("Attempting to use a closed pool" on a cold cache).
+    code = """
+import json, torch
+from torch._inductor.async_compile import caching_device_properties
+caching_device_properties()
+print(json.dumps([torch.backends.mps.get_core_count(), torch.backends.mps.get_name()]))
+"""
+    cores, name = run_json(code, TORCHPLUG_EMULATE="xpu,mps,cuda")
+    assert cores == 16 and "Apple M1 Pro" in name  # the default emulated mps model
+
+
 def test_cpu_compiles_beside_emulated_cuda():
     code = snippet("cpu") + """
 eager_backend = torch.compile(torch.softmax, backend="eager")(torch.randn(4, 8), -1)

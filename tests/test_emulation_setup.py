@@ -169,7 +169,7 @@ def test_rocm_emulates_torchs_cuda_device_type():
                           ep.loaded_backend("cuda").status().mode, torch.version.hip]))
     ''', TORCHPLUG_EMULATE="rocm")
     device, name, rocm_mode, cuda_mode, hip = found
-    assert device == "cuda:0" and "emulated AMD ROCm GPU" in name
+    assert device == "cuda:0" and "emulated AMD Instinct MI300X" in name
     assert rocm_mode == "emulated" and cuda_mode == "unavailable"
     assert hip is None  # emulation does not pretend torch is a ROCm build
 

@@ -12,6 +12,7 @@
 #include "emulation.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
@@ -63,7 +64,7 @@ DeviceStats& stats_of(c10::Device device) {
   return state(device.type()).stats[device.index()];
 }
 
-Pool pool_of(int64_t nbytes) {
+StatPool pool_of(int64_t nbytes) {
   return nbytes <= kSmallBlockBytes ? kSmallPool : kLargePool;
 }
 
@@ -89,7 +90,7 @@ void charge(c10::Device device, int64_t nbytes) {
 
 void refund(c10::Device device, int64_t nbytes) {
   DeviceStats& s = stats_of(device);
-  for (Pool pool : {kAllPools, pool_of(nbytes)}) {
+  for (StatPool pool : {kAllPools, pool_of(nbytes)}) {
     s.bytes[pool].remove(nbytes);
     s.blocks[pool].remove(1);
   }
@@ -174,7 +175,9 @@ class HostAllocator final : public c10::Allocator {
   }
 };
 
-class DeviceAllocator final : public c10::Allocator {
+// A c10::DeviceAllocator, as torch.accelerator's memory functions require of the current
+// accelerator's allocator (empty_cache, memory_stats, reset_peak_memory_stats, ...).
+class DeviceAllocator final : public c10::DeviceAllocator {
  public:
   explicit DeviceAllocator(c10::DeviceType type) : type_(type) {}
   c10::DataPtr allocate(size_t nbytes) override {
@@ -189,7 +192,48 @@ class DeviceAllocator final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
+  bool initialized() override {
+    return true;  // it exists only once the runtime is configured
+  }
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {}  // nothing is cached
+  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}  // kernels run at once
+
+  // The counters torch.cuda.memory_stats() reports (device_module.py): no block is cached, so each
+  // allocation is its own segment and active block, and reserved bytes are the allocated ones.
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex index) override {
+    check_index(type_, index);
+    const DeviceStats& s = stats_of(c10::Device(type_, index));
+    c10::CachingDeviceAllocator::DeviceStats out;
+    for (int pool = 0; pool < kNumPools; ++pool) {
+      const c10::CachingAllocator::Stat blocks = snapshot(s.blocks[pool]), bytes = snapshot(s.bytes[pool]);
+      out.allocation[pool] = out.segment[pool] = out.active[pool] = blocks;
+      out.allocated_bytes[pool] = out.reserved_bytes[pool] = out.active_bytes[pool] = out.requested_bytes[pool] = bytes;
+    }
+    out.num_ooms = s.num_ooms.load();
+    out.num_device_alloc = s.blocks[kAllPools].allocated.load();
+    out.num_device_free = s.blocks[kAllPools].freed.load();
+    out.max_split_size = -1;  // blocks are never split: the CUDA allocator's unlimited SIZE_MAX, as int64
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex index) override {
+    check_index(type_, index);
+    reset_accumulated(c10::Device(type_, index));
+  }
+  void resetPeakStats(c10::DeviceIndex index) override {
+    check_index(type_, index);
+    reset_peak(c10::Device(type_, index));
+  }
+
  private:
+  static c10::CachingAllocator::Stat snapshot(const Stat& stat) {
+    c10::CachingAllocator::Stat out;
+    out.current = stat.current.load();
+    out.peak = stat.peak.load();
+    out.allocated = stat.allocated.load();
+    out.freed = stat.freed.load();
+    return out;
+  }
+
   c10::DeviceType type_;
 };
 

@@ -54,7 +54,7 @@ struct Stat {
 };
 
 // torch.cuda.memory_stats()'s pools: every block, blocks of at most 1 MiB, larger ones.
-enum Pool : int { kAllPools = 0, kSmallPool = 1, kLargePool = 2, kNumPools = 3 };
+enum StatPool : int { kAllPools = 0, kSmallPool = 1, kLargePool = 2, kNumPools = 3 };
 constexpr int64_t kSmallBlockBytes = int64_t{1} << 20;  // the CUDA caching allocator's kSmallSize
 
 // Counters behind memory_allocated / max_memory_allocated / memory_stats, per pool. Blocks are not

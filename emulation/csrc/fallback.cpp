@@ -99,6 +99,14 @@ struct FreshStorage {
   c10::Storage device;
 };
 
+// A contiguous host tensor the CPU kernel writes instead of a non-contiguous device tensor's alias.
+struct Proxy {
+  at::Tensor device;
+  at::Tensor alias;  // the host alias of `device`, with its strides
+  at::Tensor proxy;
+  c10::StorageImpl* proxy_storage;
+};
+
 // The work of one fallback call: check devices, alias inputs, run the CPU kernel, map back.
 class HostCall {
  public:
@@ -129,6 +137,7 @@ class HostCall {
             err.what_without_backtrace());
       }
     }
+    settle_proxies();
     write_back();
     map_outputs();
   }
@@ -276,7 +285,7 @@ class HostCall {
       c10::IValue& v = args[i];
       if (v.isTensor()) {
         if (on_device(v.toTensor())) {
-          v = host_tensor(v.toTensor());
+          v = needs_proxy(i, v.toTensor()) ? proxy_tensor(v.toTensor()) : host_tensor(v.toTensor());
         }
       } else if (v.isTensorList()) {
         v = mapped(v.toTensorList(), [this](const at::Tensor& t) { return on_device(t) ? host_tensor(t) : t; });
@@ -310,6 +319,36 @@ class HostCall {
 
   static bool on_device(const at::Tensor& t) {
     return t.defined() && is_emulated(t.device().type());
+  }
+
+  // A GPU writes an out= tensor by its strides, and draws the same random numbers into a strided view
+  // as into a fresh tensor. Some CPU kernels do neither: legacy out= kernels write a non-contiguous
+  // out as if it were contiguous (avg_pool3d), and the CPU's normal sampler fills a contiguous tensor
+  // in blocks but a strided one element by element. So the kernel writes such a tensor through a
+  // contiguous copy, as torch's structured kernels do for themselves (their out= proxies), and the
+  // values are copied back.
+  bool needs_proxy(size_t arg, const at::Tensor& t) {
+    const c10::Argument& argument = schema_.arguments()[arg];
+    if (!is_written(argument) || t.is_contiguous() || already_aliased(t)) {
+      return false;
+    }
+    return argument.kwarg_only() || op_.hasTag(at::Tag::nondeterministic_seeded);
+  }
+
+  bool already_aliased(const at::Tensor& t) const {
+    for (const TensorAlias& a : tensors_) {
+      if (a.device.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  at::Tensor proxy_tensor(const at::Tensor& t) {
+    at::Tensor alias = host_tensor(t);
+    at::Tensor proxy = alias.clone(at::MemoryFormat::Contiguous);  // in-place ops read what they write
+    proxies_.push_back({t, alias, proxy, proxy.storage().unsafeGetStorageImpl()});
+    return proxy;
   }
 
   at::Tensor host_tensor(const at::Tensor& t) {
@@ -348,6 +387,23 @@ class HostCall {
   }
 
   // ---- after the kernel --------------------------------------------------------------------
+  // A proxy the kernel left in shape is copied into the caller's tensor by its strides; one the kernel
+  // resized (an out= of the wrong shape) replaces the caller's storage, as the resize would have.
+  void settle_proxies() {
+    for (const Proxy& p : proxies_) {
+      const bool resized = p.proxy.storage().unsafeGetStorageImpl() != p.proxy_storage || p.proxy.sizes() != p.alias.sizes();
+      if (!resized) {
+        p.alias.copy_(p.proxy);
+        continue;
+      }
+      for (TensorAlias& a : tensors_) {
+        if (a.device.unsafeGetTensorImpl() == p.device.unsafeGetTensorImpl()) {
+          a.host = p.proxy;  // write_back moves the proxy's storage and shape to the device tensor
+        }
+      }
+    }
+  }
+
   // In-place ops on metadata (resize_, set_, transpose_, as_strided_, ...) changed the aliases;
   // carry their effect over to the caller's device tensors and storages.
   void write_back() {
@@ -398,6 +454,11 @@ class HostCall {
       return host;
     }
     c10::TensorImpl* impl = host.unsafeGetTensorImpl();
+    for (const Proxy& p : proxies_) {
+      if (p.proxy.unsafeGetTensorImpl() == impl) {
+        return p.device;
+      }
+    }
     for (const TensorAlias& a : tensors_) {
       if (a.host.unsafeGetTensorImpl() == impl) {
         return a.device;  // in-place and out= results are the caller's own tensors
@@ -490,6 +551,7 @@ class HostCall {
   c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<FreshStorage, 2> fresh_;
+  c10::SmallVector<Proxy, 1> proxies_;
   c10::SmallVector<at::Tensor, 2> host_inputs_;
 };
 
