@@ -237,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as err:  # an explicitly named plugin that cannot be used
         print(f"torchplug: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback, and the shell's code for SIGINT
+        print(f"torchplug {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail
         return 0

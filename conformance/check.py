@@ -2,6 +2,7 @@
 
 import datetime
 import shlex
+import signal
 import sys
 import time
 from typing import Any, TextIO
@@ -22,7 +23,9 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
         manifest: Manifest | None = None) -> dict[str, Any]:
     """Run the selected cases (and the runtime checks) on `backend`; returns the report (schema v1).
 
-    `manifest` defaults to the backend's own conformance.toml.
+    `manifest` defaults to the backend's own conformance.toml. Ctrl-C (KeyboardInterrupt) stops the
+    workers at once and returns the report of the cases that finished, marked "interrupted"; before
+    the first case has started there is nothing to report, and KeyboardInterrupt propagates.
     """
     from . import opinfo
     from .exercised import audit
@@ -33,6 +36,7 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     results: list[CaseResult] = []
     checks: list[dict[str, Any]] = []
     progress: Progress | None = None
+    interrupted, sigint = False, None
 
     def on_result(result: CaseResult) -> None:
         results.append(manifest.apply(result, selection.tier))
@@ -54,13 +58,27 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
         progress = Progress(len(jobs), stream)
         runner.run(jobs)
         progress.finish()
+    except KeyboardInterrupt:
+        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        interrupted = True
+        runner.kill()
+        if progress is not None:
+            progress.interrupted()
     finally:
         runner.close()
-    results += plan.unrunnable
-    results.sort(key=lambda r: r.case)
-    info["manifest"] = str(manifest.path) if manifest.path else None
-    report = build_report(backend, info, selection, results, checks, plan.mode_notes, time.monotonic() - started)
-    report["coverage"] = audit(runner.relevant, runner.exercised)
+    try:
+        if progress is None:  # no case had started yet: nothing to report
+            raise KeyboardInterrupt
+        results += plan.unrunnable
+        results.sort(key=lambda r: r.case)
+        info["manifest"] = str(manifest.path) if manifest.path else None
+        report = build_report(backend, info, selection, results, checks, plan.mode_notes, time.monotonic() - started)
+        report["coverage"] = audit(runner.relevant, runner.exercised)
+        report["interrupted"] = interrupted
+        report["groups"] = {"planned": len(jobs), "done": progress.done}
+    finally:
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
     return report
 
 

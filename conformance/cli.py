@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from .tiers import DEFAULT_DTYPES, TIERS, WIDE_DTYPES, Selection, default_dtypes
 DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
 # ... with a capacity, so the OOM check has something to exhaust (smoke cases use a few MiB).
 DEFAULT_EMULATION = {"TORCHPLUG_EMULATE": DEFAULT_BACKEND, "TORCHPLUG_EMULATE_MEMORY": "8GiB"}
+INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT (128 + 2)
 
 
 def add_parser(commands: Any) -> None:
@@ -88,6 +90,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from . import manifest as manifests
     from .check import run
     from .report.console import render
+    from .report.schema import interruption
     from .runner import CheckError
 
     manifest_path = args.manifest or manifests.locate(backend)
@@ -100,21 +103,34 @@ def cmd_check(args: argparse.Namespace) -> int:
     except (CheckError, manifests.ManifestError) as err:
         print(f"torchplug check: error: {err}", file=sys.stderr)
         return 2
-    if args.update_manifest:
+    except KeyboardInterrupt:
+        print("torchplug check: interrupted before any case ran; no report written", file=sys.stderr)
+        return INTERRUPTED
+    if report["interrupted"]:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the partial report is written in well under a second
+    if args.update_manifest and not report["interrupted"]:  # a partial run would drop nothing, but add half
         if manifest_path is None:
             print(f"torchplug check: no manifest location for '{backend}' (give --manifest PATH)", file=sys.stderr)
             return 2
         manifest_path.write_text(manifests.updated(manifest, report))
         print(f"wrote {manifest_path}: review each reason before committing it", file=sys.stderr)
+    written = []
     if args.report:
         from .report import write_all
 
-        for path in write_all(report, args.report):
-            print(f"wrote {path}", file=sys.stderr)
+        written = write_all(report, args.report)
+        if not report["interrupted"]:
+            for path in written:
+                print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(report, indent=1, allow_nan=False))
     else:
         print(render(report))
+    if report["interrupted"]:
+        print(f"torchplug check: interrupted {interruption(report)}; "
+              + (f"partial report in {', '.join(map(str, written))}" if written else "no --report DIR, so no report")
+              + ("; the manifest was not updated" if args.update_manifest else ""), file=sys.stderr)
+        return INTERRUPTED
     if args.coverage:
         from .report.coverage import coverage_listing
 

@@ -42,3 +42,9 @@ class Progress:
     def finish(self) -> None:
         self.stream.write(("\r" if self.tty else "") + self._line() + ("\x1b[K\n" if self.tty else "\n"))
         self.stream.flush()
+
+    def interrupted(self) -> None:
+        """End a redrawn bar's line, so what follows starts on its own."""
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -43,9 +43,11 @@ class Worker:
     def __init__(self, backend: str, env: dict[str, str], log_dir: Path, index: int) -> None:
         self.log = log_dir / f"worker{index}-{time.monotonic_ns()}.log"
         with open(self.log, "wb") as log:
+            # A session of its own: Ctrl-C in the terminal reaches only the runner, which stops the workers
+            # itself (a worker interrupted mid-case would print a traceback and look like a crash).
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "torchplug.conformance.worker", backend],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
             )
         self.buffer = b""
         self.info: dict[str, Any] | None = None
@@ -158,6 +160,11 @@ class Runner:
         for worker in self.workers:
             self.selector.unregister(worker.proc.stdout)
             worker.close()
+
+    def kill(self) -> None:
+        """Stop every worker now, cases in flight included (an interrupted run)."""
+        for worker in self.workers:
+            worker.kill()
 
     def _pump(self, wait_s: float, queue: deque) -> None:
         for key, _ in self.selector.select(timeout=wait_s):

@@ -6,6 +6,7 @@ from ...table import format_table
 from ..status import FAILING
 from .coverage import coverage_line
 from .groups import failure_groups
+from .schema import interruption
 
 SHOWN_GROUPS = 12
 
@@ -37,6 +38,8 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"torchplug check {backend['name']}: {backend['device']} ({backend['mode']}), "
              f"torch {report['versions']['torch']}, {report['selection']['tier']} tier, "
              f"{', '.join(report['selection']['dtypes'])}, {report['wall_s']:.1f} s", ""]
+    if report.get("interrupted"):
+        lines[-1:-1] = [f"INTERRUPTED {interruption(report)}"]
     lines.append(format_table(("MODE", "PASS RATE", "JUDGED", "STATUSES"), mode_rows(report)))
     if line := fallback_line(report):
         lines += ["", line]
@@ -59,6 +62,6 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"      repro: {group.cases[0]['repro']}")
         if len(groups) > SHOWN_GROUPS:
             lines.append(f"  ... {len(groups) - SHOWN_GROUPS} more groups in the report (--report DIR)")
-    elif not failed_checks:
+    elif not failed_checks and not report.get("interrupted"):
         lines += ["", "no failures, crashes or timeouts"]
     return "\n".join(lines)

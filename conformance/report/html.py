@@ -8,6 +8,7 @@ from typing import Any
 
 from ..status import PROBLEMS
 from .console import mode_rows
+from .schema import interruption
 
 COLOURS = {"pass": "#3a9d5d", "xfail": "#9bc4a8", "skip": "#d0d0d0", "unsupported": "#e6e6e6",
            "unsupported-dtype": "#e6e6e6", "xpass": "#e0b63a", "fail": "#d9534f", "timeout": "#8e44ad",
@@ -22,9 +23,11 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 #grid td.op {{ font-family: monospace; }} pre {{ background: #f5f5f5; padding: .6em; white-space: pre-wrap; }}
 .legend span {{ display: inline-block; padding: 1px 6px; margin-right: 4px; color: #fff; }}
 #controls {{ margin: 1em 0; }} #controls > * {{ margin-right: 1em; }}
+.interrupted {{ background: #fff3cd; border-left: 4px solid #b8860b; padding: .4em .8em; }}
 </style></head><body>
 <h1>{title}</h1>
 <p>{subtitle}</p>
+{interrupted}
 {modes}
 {checks}
 <div id="controls">
@@ -106,6 +109,8 @@ def render(report: dict[str, Any]) -> str:
     return PAGE.format(
         title=html.escape(title), subtitle=html.escape(subtitle),
         modes="<h2>Pass rate per mode</h2>" + _table(("mode", "pass rate", "judged", "statuses"), mode_rows(report)),
-        checks=checks, legend=legend, colours=json.dumps(COLOURS), problems=json.dumps(PROBLEMS),
+        checks=checks, legend=legend,
+        interrupted=f'<p class="interrupted"><b>Interrupted</b> {html.escape(interruption(report))}.</p>'
+        if report.get("interrupted") else "", colours=json.dumps(COLOURS), problems=json.dumps(PROBLEMS),
         data=json.dumps(report, allow_nan=False).replace("</", "<\\/"),
     )

@@ -4,6 +4,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from ..status import NOT_JUDGED
+from .schema import interruption
 
 FAILURES = {"fail": "failure", "xpass": "failure", "crashed": "error", "timeout": "error"}
 SKIPPED = (*NOT_JUDGED, "xfail")
@@ -27,15 +28,21 @@ def render(report: dict[str, Any]) -> str:
             problem.text = f"{detail}\nrepro: {case['repro']}\n\n{case.get('snippet', '')}"
         elif status in SKIPPED:
             ET.SubElement(element, "skipped", message=f"{status}: {case['manifest_reason'] or case['detail']}"[:500])
+
+    def runtime_case(name: str, time_s: float) -> ET.Element:
+        if "runtime" not in suites:
+            suites["runtime"] = ET.SubElement(root, "testsuite", name=f"{backend}.runtime")
+        return ET.SubElement(suites["runtime"], "testcase", classname=f"torchplug.check.{backend}.runtime",
+                             name=name, time=f"{time_s:.4f}")
+
     for check in report["runtime_checks"]:
-        suite = suites.get("runtime") or ET.SubElement(root, "testsuite", name=f"{backend}.runtime")
-        suites["runtime"] = suite
-        element = ET.SubElement(suite, "testcase", classname=f"torchplug.check.{backend}.runtime",
-                                name=check["name"], time=f"{check['time_s']:.4f}")
+        element = runtime_case(check["name"], check["time_s"])
         if check["status"] in FAILURES:
             ET.SubElement(element, FAILURES[check["status"]], type=check["status"], message=check["detail"][:500])
         elif check["status"] != "pass":
             ET.SubElement(element, "skipped", message=check["detail"][:500])
+    if report.get("interrupted"):  # a CI system must not read the cases that finished as the whole run
+        ET.SubElement(runtime_case("run", report["wall_s"]), "error", type="interrupted", message=f"interrupted {interruption(report)}")
     for suite in suites.values():
         children = list(suite)
         suite.set("tests", str(len(children)))

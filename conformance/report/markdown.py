@@ -5,6 +5,7 @@ from typing import Any
 
 from .console import mode_rows
 from .groups import failure_groups
+from .schema import interruption
 
 # One letter per status in the matrix; a cell shows the worst status of its cases.
 SYMBOLS = {"pass": "✓", "xfail": "x", "skip": "·", "unsupported": "–", "unsupported-dtype": "d",
@@ -42,8 +43,10 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"# torchplug check {backend['name']}", "",
              f"{backend['device']} ({backend['mode']}), torch {report['versions']['torch']}, torchplug "
              f"{report['versions']['torchplug']}, {report['selection']['tier']} tier, {report['wall_s']:.1f} s, "
-             f"{report['created']}. Reference: {backend['reference']}. {backend['codegen']}. ISA: {backend['isa']}.", "",
-             "## Pass rate per mode", ""]
+             f"{report['created']}. Reference: {backend['reference']}. {backend['codegen']}. ISA: {backend['isa']}.", ""]
+    if report.get("interrupted"):
+        lines += [f"**Interrupted** {interruption(report)}.", ""]
+    lines += ["## Pass rate per mode", ""]
     lines += _table(("mode", "pass rate", "judged", "statuses"), mode_rows(report))
     if report["runtime_checks"]:
         lines += ["", "## Runtime checks", ""]

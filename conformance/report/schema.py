@@ -66,6 +66,15 @@ def fallback_shares(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "shares": {v: round(counts[v] / total, 4) if total else None for v in verdicts}}
 
 
+def interruption(report: dict[str, Any]) -> str:
+    """How far an interrupted run got, for every report format (empty for a run that finished)."""
+    if not report.get("interrupted"):
+        return ""
+    groups = report["groups"]
+    return (f"(Ctrl-C) after {report['wall_s']:.1f} s, {groups['done']} of {groups['planned']} "
+            f"op×dtype groups done; the counts are of the {len(report['cases'])} cases that finished")
+
+
 def write_json(report: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")  # strict JSON: browsers parse it
