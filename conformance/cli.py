@@ -12,9 +12,7 @@ from .cases import MODES
 from .status import FAILING
 from .tiers import DEFAULT_DTYPES, TIERS, WIDE_DTYPES, Selection, default_dtypes
 
-DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on an emulated xpu, no hardware needed
-# ... with a capacity, so the OOM check has something to exhaust (smoke cases use a few MiB).
-DEFAULT_EMULATION = {"TORCHPLUG_EMULATE": DEFAULT_BACKEND, "TORCHPLUG_EMULATE_MEMORY": "8GiB"}
+DEFAULT_BACKEND = "xpu"  # `torchplug check` alone: the smoke tier on xpu, emulated where there is none
 INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT (128 + 2)
 
 
@@ -22,7 +20,8 @@ def add_parser(commands: Any) -> None:
     check = commands.add_parser(
         "check", help="conformance suite: op x dtype x mode against the CPU (default: smoke tier, emulated xpu)",
         description="Run PyTorch's OpInfo cases on a backend and compare every result with the CPU's.")
-    check.add_argument("backend", nargs="?", help=f"backend name (default: {DEFAULT_BACKEND}, emulated)")
+    check.add_argument("backend", nargs="?", help=f"backend name (default: {DEFAULT_BACKEND}); a device that is not "
+                                                  "here is emulated in host memory")
     check.add_argument("--tier", choices=TIERS, default="smoke")
     check.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
     check.add_argument("--dtypes", help=f"comma-separated dtype names (smoke: {','.join(DEFAULT_DTYPES)}; "
@@ -34,6 +33,8 @@ def add_parser(commands: Any) -> None:
     check.add_argument("--sample", type=int, help="exactly this sample index")
     check.add_argument("--report", type=Path, metavar="DIR", help="write report.json/.md/.html and junit.xml here")
     check.add_argument("--json", action="store_true", help="print the JSON report on stdout")
+    check.add_argument("--native", action="store_true",
+                       help="only the real device: refuse, rather than emulate, a device that is not here")
     check.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     check.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it is a timeout "
                                                                    "(compile cases get 5x)")
@@ -79,23 +80,26 @@ def cmd_compare(before_path: Path, after_path: Path) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.compare:
         return cmd_compare(*args.compare)
-    backend, env = args.backend, {}
-    if backend is None:
-        backend, env = DEFAULT_BACKEND, DEFAULT_EMULATION
-    try:  # an unknown name is reported before anything slow is imported or started
+    backend = args.backend or DEFAULT_BACKEND
+    from . import manifest as manifests
+    from .device import worker_settings
+
+    try:  # a device that cannot be used is reported before anything slow is imported or started
         installed(backend)
+        manifest_path = args.manifest or manifests.locate(backend)
+        if args.export:
+            return cmd_export(backend, manifest_path, *args.export)
+        env, emulated = worker_settings(backend, native_only=args.native)
     except PluginError as err:
         print(f"torchplug check: error: {err}", file=sys.stderr)
         return 2
-    from . import manifest as manifests
+    if emulated:
+        print(emulated, file=sys.stderr)
     from .check import run
     from .report.console import render
     from .report.schema import interruption
     from .runner import CheckError
 
-    manifest_path = args.manifest or manifests.locate(backend)
-    if args.export:
-        return cmd_export(backend, manifest_path, *args.export)
     try:
         manifest = manifests.load(manifest_path)
         report = run(backend, _selection(args), workers=args.workers, timeout_s=args.timeout, env=env,

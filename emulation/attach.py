@@ -7,7 +7,7 @@ loaded on first device use (runtime.py).
 
 import difflib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 import torch
@@ -17,7 +17,7 @@ from ..entrypoints.loader import warn_unknown_names
 from ..entrypoints.spec import NATIVE_DISPATCH_KEYS
 from .attachment import Attachment, attached, record
 from ..entrypoints import EmulatedShape
-from .config import EmulationConfig, EmulationConfigError, current, requested_names
+from .config import EmulationConfig, EmulationConfigError, current, from_environ, requested_names
 
 _SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
 
@@ -43,6 +43,29 @@ def _build_has_runtime(device_type: str) -> str | None:
         if taken not in ("privateuseone", device_type):
             return f"torch's PrivateUse1 device slot is already taken by {taken!r}"
     return None
+
+
+def _never_emulated(spec) -> tuple[str, str] | None:
+    """(why, fix) when `spec`'s backend cannot be emulated with this torch whatever the settings; else None."""
+    if spec.device_type == "cpu":
+        return "the cpu backend always runs natively; there is nothing to emulate", "leave cpu out of TORCHPLUG_EMULATE"
+    if unsound := _build_has_runtime(spec.device_type):
+        release = torch.__version__.split("+")[0]
+        return (f"{unsound}; emulation needs a torch build without it",
+                f"install the CPU wheel: pip install torch=={release} --index-url https://download.pytorch.org/whl/cpu")
+    return None
+
+
+def emulation_refused(backend, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(why, fix) when a process started with `environ`, which emulates `backend`, would refuse to; else None.
+
+    For a parent about to start such processes (`torchplug check`): it says so at once, instead of
+    each child after its start-up."""
+    try:
+        _chosen_model(backend.spec, from_environ(environ))
+    except EmulationConfigError as err:
+        return str(err), err.fix
+    return _never_emulated(backend.spec)
 
 
 _reported: set[str] = set()  # the messages of unreadable settings already shown
@@ -88,9 +111,8 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         _report_unreadable_settings(err, name)
         _refuse_and_raise(spec, err)
     with _lock:
-        if spec.device_type == "cpu":
-            _decline(name, "the cpu backend always runs natively; there is nothing to emulate",
-                     "leave cpu out of TORCHPLUG_EMULATE")
+        if never := _never_emulated(spec):
+            _decline(name, *never)
             return None
         if all(config.requested(n) for n in _SHARED_CUDA) and name in _SHARED_CUDA:
             _decline(name, "TORCHPLUG_EMULATE lists both 'cuda' and 'rocm', which share torch's one 'cuda' device type",
@@ -98,12 +120,6 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
             from .hooks import refuse_device
 
             refuse_device(spec.device_type, "; ".join(_declined[name]))
-            return None
-        unsound = _build_has_runtime(spec.device_type)
-        if unsound:
-            release = torch.__version__.split("+")[0]
-            _decline(name, f"{unsound}; emulation needs a torch build without it",
-                     f"install the CPU wheel: pip install torch=={release} --index-url https://download.pytorch.org/whl/cpu")
             return None
         hardware = _native_works(backend)
         if hardware and not config.forced(name):

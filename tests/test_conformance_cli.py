@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, run_process, run_python
 
 pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (pip install expecttest)")
 
@@ -60,3 +60,42 @@ def test_ctrl_c_keeps_a_partial_report_marked_interrupted_and_exits_130(tmp_path
     assert f"**Interrupted** {said}" in (tmp_path / "report.md").read_text()
     assert f'<p class="interrupted"><b>Interrupted</b> {said}' in (tmp_path / "report.html").read_text()
     assert 'type="interrupted"' in (tmp_path / "junit.xml").read_text()
+
+
+# A device that is not here: `torchplug check xpu` and the bare `torchplug check` (whose default is xpu)
+# behave alike, emulating it; `--native` and an emulation that cannot run are refused before anything slow.
+
+ONE_CASE = ["--op", "add", "--dtype", "float32", "--mode", "eager", "--no-runtime-checks", "--json"]
+
+
+@pytest.mark.parametrize("named", [["xpu"], []], ids=["check-xpu", "bare-check"])
+def test_a_device_that_is_not_here_is_emulated_whether_named_or_the_default(tmp_path, named):
+    result = run_process([TORCHPLUG, "check", *named, *ONE_CASE], cwd=tmp_path, env=clean_env())
+    report = json.loads(result.stdout)
+    assert report["backend"]["name"] == "xpu" and report["backend"]["mode"] == "emulated", report["backend"]
+    assert report["summary"]["eager"]["counts"] == {"pass": 2}, report["summary"]
+    said = [line for line in result.stderr.splitlines() if line.startswith("torchplug check: no xpu device here")]
+    assert len(said) == 1 and "checking an emulated xpu in host memory" in said[0] and "--native" in said[0], result.stderr
+
+
+REFUSE = """
+    import sys
+    from torchplug.cli import main
+    code = main(["check", "xpu", *sys.argv[1:]])
+    slow = ("torchplug.conformance.runner", "torch.testing._internal.opinfo.core", "torch._inductor")
+    print(code, *(name in sys.modules for name in slow))
+"""
+
+
+@pytest.mark.parametrize("args, env, said", [
+    (["--native"], {}, "and --native asks for the real device. Fix: run where the hardware and a torch build "
+                       "for it are present, or drop --native to check an emulated xpu"),
+    ([], {"TORCHPLUG_EMULATE_GPU": "xpu=bogus"}, "nor can it be emulated here: TORCHPLUG_EMULATE_GPU: backend 'xpu' "
+                                                 "has no model 'bogus'"),
+    ([], {"TORCHPLUG_EMULATE": "xpu", "TORCHPLUG_EMULATE_MEMORY": "0"}, "TORCHPLUG_EMULATE_MEMORY"),
+], ids=["native", "bad-model", "bad-memory"])
+def test_a_device_that_cannot_be_checked_is_refused_before_the_suite_starts(args, env, said):
+    result = run_python(REFUSE.replace("sys.argv[1:]", repr(args)), check=False, **env)
+    assert result.stdout.split() == ["2", "False", "False", "False"], result.stdout + result.stderr
+    error = [line for line in result.stderr.splitlines() if line.startswith("torchplug check: error: ")]
+    assert len(error) == 1 and said in error[0], result.stderr
