@@ -37,6 +37,7 @@ import torch
 _OPTIMIZE = ["-O3"]
 _STAMP = "torchplug-build.json"  # written beside a finished build: its fingerprint and library
 _TIMES = "build-times.json"  # in the cache root: seconds the last build of each extension took here
+_NOTICES = "notices.json"  # in cache_dir(): the once-per-cache notices already given (first_notice)
 _PROGRESS_EVERY_S = 15.0  # progress lines in a log; on a terminal the line updates every second
 
 
@@ -84,6 +85,27 @@ def _record_build_seconds(name: str, seconds: float) -> None:
         os.replace(temporary, _times_file())
     except OSError:  # a read-only cache still builds; it only loses the estimate
         pass
+
+
+def first_notice(key: str) -> bool:
+    """Whether the notice `key` is new to this cache (then it is recorded as given): a notice that holds
+    until the user acts (e.g. "not built yet") is said once per cache, not on every ``import torch``.
+    A cache that cannot be written to says it every time rather than never."""
+    notices_file = cache_dir() / _NOTICES
+    try:
+        given = json.loads(notices_file.read_text())
+    except (OSError, ValueError):
+        given = []
+    if key in given:
+        return False
+    try:
+        notices_file.parent.mkdir(parents=True, exist_ok=True)
+        temporary = notices_file.with_suffix(f".{os.getpid()}")
+        temporary.write_text(json.dumps([*given, key]))
+        os.replace(temporary, notices_file)
+    except OSError:
+        pass
+    return True
 
 
 @contextmanager

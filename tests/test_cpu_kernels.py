@@ -507,7 +507,7 @@ def test_disabled_plugin_leaves_torch_stock():
                                                    "mm": True}
 
 
-def test_cold_cache_warns_with_the_fix_and_never_compiles_in_import_torch(tmp_path):
+def test_cold_cache_warns_once_with_the_fix_and_never_compiles_in_import_torch(tmp_path):
     code = """
         import json, time, warnings
         with warnings.catch_warnings(record=True) as caught:
@@ -519,12 +519,18 @@ def test_cold_cache_warns_with_the_fix_and_never_compiles_in_import_torch(tmp_pa
         print(json.dumps({"warnings": [str(w.message) for w in caught], "loaded": kernels.loaded(),
                           "status": torchplug_cpu.backend.status().reason, "works": (a @ a)[0, 0].item()}))
     """
-    result = run_python(code, TORCHPLUG_CACHE=str(tmp_path))
-    report = json.loads(result.stdout)
-    assert not report["loaded"] and report["works"] == 4.0
-    assert "torchplug build cpu" in report["status"]
-    assert [w for w in report["warnings"] if "not built yet" in w and "torchplug build cpu" in w]
-    assert "compiling" not in result.stderr and not any(tmp_path.iterdir())
+    first, again = (run_python(code, TORCHPLUG_CACHE=str(tmp_path)) for _ in range(2))
+    for result in (first, again):
+        report = json.loads(result.stdout)
+        assert not report["loaded"] and report["works"] == 4.0
+        assert "torchplug build cpu" in report["status"]  # `torchplug list` keeps saying it
+        assert "compiling" not in result.stderr
+    said = [w for w in json.loads(first.stdout)["warnings"] if "not built yet" in w and "torchplug build cpu" in w]
+    assert len(said) == 1 and said[0].endswith("(said once per cache)"), first.stdout
+    assert not [w for w in json.loads(again.stdout)["warnings"] if "not built yet" in w], again.stdout
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["notices.json"]  # nothing built
+    other = run_python(code, TORCHPLUG_CACHE=str(tmp_path / "other"))  # another cache is told again
+    assert [w for w in json.loads(other.stdout)["warnings"] if "not built yet" in w], other.stdout
 
 
 def test_an_impossible_isa_keeps_the_device_and_says_why():

@@ -31,16 +31,22 @@ class CpuBackend(Backend):
         super().setup()
         from . import kernels
 
+        not_built = False
         try:
             if kernels.load(build=False) is None:
                 self.kernel_problem = "fp16 GEMM and LLM-op kernels not built yet, so torch's own run; " + BUILD_HINT
+                not_built = True
         except Exception as err:  # e.g. a TORCHPLUG_CPU_ISA this CPU cannot run: the device still works
             self.kernel_problem = f"kernels not registered: {str(err).removeprefix('torchplug-cpu: ')}"
         if self.kernel_problem:
             from torchplug.cli.build import about_to_build  # argparse & co: only on this path
+            from torchplug.extension import first_notice
 
-            if not about_to_build():  # `torchplug build` / `doctor` is about to fix it
-                warn(f"torchplug-cpu: {self.kernel_problem}")
+            if about_to_build():  # `torchplug build` / `doctor` is about to fix it
+                return
+            if not_built and not first_notice(self.kernel_problem):
+                return  # it holds until the user builds, and `torchplug list` shows it: said once per cache
+            warn(f"torchplug-cpu: {self.kernel_problem}" + (" (said once per cache)" if not_built else ""))
 
     def status(self) -> DeviceStatus:
         from . import kernels
