@@ -106,7 +106,7 @@ def run_process(command: Sequence[str | os.PathLike], *, check: bool = True, tim
 
 
 # What a fresh clone lacks: setuptools would pack a stale build/ folder's files into the wheel.
-LOCAL_ONLY = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".git", ".pytest_cache", ".venv")
+LOCAL_ONLY = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".git", ".pytest_cache", ".venv*")
 
 
 def _our_site_packages() -> list[str]:

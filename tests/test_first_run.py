@@ -147,6 +147,21 @@ def test_the_readme_plugin_is_the_example_plugin_and_installs_and_runs_from_a_te
     assert printed.stdout.split() == NPU_ROUND_TRIP_PRINTS, printed.stdout + printed.stderr
 
 
+def test_the_readme_accounts_for_every_file_of_the_example_plugin():
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    intro = readme.split("## Writing a plugin", 1)[1].split("```", 1)[0]
+    shown = re.findall(r"```\w+\n# ([\w./]+)\n", readme)
+    folder = REPO / "docs" / "example-plugin"
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for name in files:
+        assert name in shown or f"`{name}`" in intro, f"docs/example-plugin/{name} is neither shown nor named"
+    counts = {"one": 1, "two": 2, "three": 3, "four": 4}
+    said = re.search(r"the (\w+) files below, verbatim", intro)
+    assert said and counts[said[1]] == len([name for name in files if name in shown]), intro
+
+
 def test_a_spec_without_bool_or_uint8_is_warned_about_when_it_registers():
     result = run_python("""
         import warnings, torch

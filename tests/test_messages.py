@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO, clean_env, cli_json, make_plugin, plugin_source, run_cli, run_process, run_python
 
 USER_FACING = [*REPO.glob("*.md"), *REPO.glob("docs/**/*.md"),
-               *(p for p in REPO.rglob("*.py") if not p.is_relative_to(REPO / "tests") and ".venv" not in p.parts)]
+               *(p for p in REPO.rglob("*.py") if not p.is_relative_to(REPO / "tests") and not any(part.startswith(".venv") for part in p.parts))]
 
 
 def test_a_misspelt_emulate_name_warns_and_doctor_points_at_the_typo():

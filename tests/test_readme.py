@@ -1,4 +1,4 @@
-"""The README's two set-up commands stay true: pinned torch, a fresh .venv, and CI runs exactly the test command."""
+"""The README's two set-up commands stay true: pinned torch, a fresh venv each, and CI runs exactly the test command."""
 
 import re
 
@@ -12,13 +12,14 @@ def readme_commands() -> list[str]:
     return [block.strip() for block in blocks[:2]]
 
 
-def test_readme_opens_with_two_commands_that_install_into_a_fresh_venv():
+def test_readme_opens_with_two_commands_that_install_into_venvs_of_their_own():
     main_job, tests = readme_commands()
-    for command in (main_job, tests):
-        assert command.startswith("python -m venv .venv && .venv/bin/pip install torch==2.13.0 "), command
+    for command, venv in ((main_job, ".venv-main"), (tests, ".venv")):  # one after the other reuses nothing
+        assert command.startswith(f"python -m venv {venv} && {venv}/bin/pip install torch==2.13.0 "), command
         assert PLUGINS in command, command
+        assert set(re.findall(r"(\.venv[\w-]*)/", command)) == {venv}, command
     # The main job may run further checks after doctor, through the venv's own torchplug.
-    assert re.fullmatch(r".* && \.venv/bin/torchplug doctor( && \.venv/bin/torchplug \w+[\w -]*)*", main_job), main_job
+    assert re.fullmatch(r".* && \.venv-main/bin/torchplug doctor( && \.venv-main/bin/torchplug \w+[\w -]*)*", main_job), main_job
     # The test extra brings what the suite imports beyond torch (numpy, expecttest, triton, ...).
     assert " './[test]' " in tests and tests.endswith(" && .venv/bin/python -m pytest")
 
