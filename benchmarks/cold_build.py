@@ -11,7 +11,8 @@ seconds, with the ratio this/reference; the load average is printed before and a
 import the tree's own torchplug and torchplug-cpu from its source folders (the installed
 distributions only provide the entry points).
 
-Verdict (with --reference): this tree's total CPU time is at most a third of the reference's.
+Verdict: this tree's total CPU time is at most 78 s (issue #33's target, set on the 2-core development
+VMs; CPU time, not wall time, so that other jobs on the machine change it less).
 """
 
 import json
@@ -27,6 +28,7 @@ from pathlib import Path
 from common import Report, clean_env, parser
 
 REPO = Path(__file__).resolve().parents[1]
+TARGET_CPU_S = 78.0
 
 
 @contextmanager
@@ -88,7 +90,8 @@ def main() -> int:
     if reference is not None:
         ratio = runs["this"][0] / runs["reference"][0]
         print(f"CPU ratio this/reference: {ratio:.3f}; wall ratio: {runs['this'][1] / runs['reference'][1]:.3f}")
-        report.verdict(ratio <= 1 / 3, f"total CPU time {ratio:.3f}x the reference's (at most 1/3)")
+    cpu = runs["this"][0]
+    report.verdict(cpu <= TARGET_CPU_S, f"total CPU time {cpu:.1f} s (at most {TARGET_CPU_S:.0f} s)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return report.finish()
 

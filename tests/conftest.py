@@ -82,8 +82,10 @@ def isa(request, ext):
     """Each CPU-kernel ISA path this machine can run (`ext` is the test module's extension fixture)."""
     if request.param not in ext.supported_isas():
         pytest.skip(f"this CPU cannot run the {request.param} path (it supports {ext.supported_isas()})")
+    from torchplug_cpu import kernels
+
     previous = ext.current_isa()
-    ext.set_isa(request.param)
+    kernels.select_isa(request.param)  # builds the avx512emu test path the first time
     yield request.param
     ext.set_isa(previous)
 

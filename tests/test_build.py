@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import clean_env, run_process
 from torchplug import extension
@@ -52,3 +53,43 @@ def test_doctor_builds_into_a_fresh_cache_without_warning_and_times_the_build_ap
     cpu = next(line for line in result.stdout.splitlines() if line.startswith("cpu "))
     built = re.search(r"; built ([\w, ]+) first: \d+ s\)", cpu)
     assert "PASS" in cpu and built and set(built[1].split(", ")) == {"torchplug_dispatch", "torchplug_cpu_ext"}, cpu
+
+
+# A cold `torchplug build --all` is mostly torch's headers and the optimisation of glue: the glue is
+# compiled at -O1 and without every op's declaration, the kernels apart at -O3.
+
+def _compiled(build_directory: Path) -> tuple[list[str], list[str]]:
+    """The compiler flags and the files compiled in one extension's build directory."""
+    ninja = (build_directory / "build.ninja").read_text()
+    flags = re.search(r"^cflags = (.*)$", ninja, re.M)[1].split()
+    return flags, sorted(Path(source).name for source in re.findall(r"^build \S+\.o: compile (\S+)$", ninja, re.M))
+
+
+def test_glue_compiles_at_O1_and_the_cpu_kernels_apart_at_O3():
+    from torchplug.dispatcher.native import extension as dispatcher
+    from torchplug_cpu import kernels
+
+    flags, files = _compiled(Path(dispatcher().__file__).parent)  # glue only: -O1 on the command line
+    assert {"-O1", "-finline-small-functions"} <= set(flags) and "-O3" not in flags and files == ["unity.cpp"]
+    build = Path(kernels.extension().__file__).parent
+    flags, files = _compiled(build)
+    assert "-O3" in flags and files == ["isa_avx2.cpp", "isa_avx512.cpp", "isa_scalar.cpp", "unity.cpp"]
+    unity = (build / "unity.cpp").read_text()
+    assert unity.startswith('#pragma GCC optimize("O1", "inline-small-functions")') and not any(f"/{name}" in unity for name in files)
+    # ... and no glue file pulls in every op's declaration (ATen/Functions.h; ATen/native/Resize.h did)
+    headers = run_process(["c++", *flags, "-M", build / "unity.cpp"], cwd=build).stdout
+    assert "ATen/Functions.h" not in headers and "ATen/ops/empty.h" in headers
+
+
+def test_the_avx512emu_test_path_is_compiled_apart_the_first_time_it_is_selected():
+    from torchplug_cpu import kernels
+
+    previous = kernels.current_isa()
+    assert kernels.select_isa("avx512emu") == "avx512emu"  # builds it here the first time
+    try:
+        a, b = torch.randn(37, 129).half(), torch.randn(129, 67).half()
+        assert ((a @ b).double() - a.double() @ b.double()).abs().max() < 0.1
+    finally:
+        kernels.select_isa(previous)
+    flags, files = _compiled(Path(kernels.test_path().__file__).parent)
+    assert "-O3" in flags and files == ["isa_avx512emu.cpp", "unity.cpp"]

@@ -222,7 +222,7 @@ from torchplug_cpu import kernels
 ext = kernels.load()
 assert torch.backends.cpu.get_cpu_capability() == {capability!r}
 for isa in ext.supported_isas():
-    ext.set_isa(isa)
+    kernels.select_isa(isa)
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for m, k, n, group in ((1, 256, 112, 64), (3, 130, 80, 32), (30, 200, 96, 128)):
             x, q, sz = int4_case(m, k, n, group, dtype)

@@ -61,7 +61,8 @@ class CpuBackend(Backend):
     def cpp_extensions(self) -> list[tuple[str, Callable[[], ModuleType]]]:
         from . import kernels
 
-        return [("torchplug_cpu_ext", kernels.extension)]
+        return [("torchplug_cpu_ext", kernels.extension),
+                *([(kernels.TEST_PATH_EXTENSION, kernels.test_path)] if kernels.test_path_selected() else [])]
 
     @contextlib.contextmanager
     def reference_context(self) -> Iterator[None]:

@@ -46,9 +46,15 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 # at::parallel_for is inline OpenMP code: without -fopenmp it silently runs on one thread. The
 # extension then binds to the libgomp.so.1 torch already loaded, so there is one thread pool.
 # No -march flag: the ISA-specific files set their own targets (csrc/isa_*.cpp), with a pragma that
-# would leak into the files after them, so they are compiled apart from the rest (one unity unit).
+# would leak into the files after them. They hold the kernels' loops, so they are compiled apart, at
+# -O3, and the rest, the glue around them, as one unity unit at -O1 (torchplug.extension).
 CFLAGS = ["-fopenmp"]
-TARGET_PRAGMA_SOURCES = ("isa_avx2.cpp", "isa_avx512.cpp", "isa_avx512emu.cpp")
+KERNEL_SOURCES = ("isa_avx2.cpp", "isa_avx512.cpp", "isa_avx512emu.cpp", "isa_scalar.cpp")
+# The avx512emu path (the AVX-512 path's code on AVX2, which tests it on any CPU; never the default)
+# is an extension of its own, compiled the first time that path is selected: ~6 s of CPU time that
+# no cold build of the kernels users run pays.
+TEST_PATH, TEST_PATH_EXTENSION = "avx512emu", "torchplug_cpu_avx512emu"
+TEST_PATH_SOURCES = ("avx512emu_module.cpp", "isa_avx512emu.cpp")
 # aten's CPU attention (F.scaled_dot_product_attention): float16 calls with a few query rows run
 # torchplug's loop (csrc/attention_ops.cpp), the rest torch's flash kernel.
 ATTENTION_OPS = ("_scaled_dot_product_flash_attention_for_cpu",)
@@ -80,17 +86,40 @@ def extension(build: bool = True) -> ModuleType | None:
         if _extension is None:
             from torchplug import extension as builder
 
-            sources = sorted(CSRC.glob("*.cpp"))
-            _extension = (builder.load_extension(EXTENSION_NAME, sources, CFLAGS, TARGET_PRAGMA_SOURCES) if build
-                          else builder.load_cached(EXTENSION_NAME, sources, CFLAGS))
+            sources = [s for s in sorted(CSRC.glob("*.cpp")) if s.name not in TEST_PATH_SOURCES]
+            _extension = (builder.load_extension(EXTENSION_NAME, sources, CFLAGS, KERNEL_SOURCES) if build
+                          else builder.load_cached(EXTENSION_NAME, sources, CFLAGS, KERNEL_SOURCES))
         return _extension
 
 
-def select_isa(name: str | None = None) -> str:
-    """Use ISA path `name`, else $TORCHPLUG_CPU_ISA, else the best this CPU supports; returns it."""
+def test_path(build: bool = True) -> ModuleType | None:
+    """The avx512emu path's extension, built first if needed (None with build=False when it is not
+    cached); its kernel table is handed to the kernels' extension, which can then select it."""
+    from torchplug import extension as builder
+
+    found = (builder.load_extension if build else builder.load_cached)(
+        TEST_PATH_EXTENSION, [CSRC / name for name in TEST_PATH_SOURCES], CFLAGS, KERNEL_SOURCES)
+    if found is not None:
+        extension().register_test_path(found.table())
+    return found
+
+
+def test_path_selected() -> bool:
+    """Whether $TORCHPLUG_CPU_ISA asks for the avx512emu test path (so `torchplug build cpu` builds it too)."""
+    return os.environ.get(ISA_ENV, "").strip().lower() == TEST_PATH
+
+
+def select_isa(name: str | None = None, build: bool = True) -> str:
+    """Use ISA path `name`, else $TORCHPLUG_CPU_ISA, else the best this CPU supports; returns it.
+
+    The avx512emu test path is built the first time it is selected (with build=False, ValueError if
+    it is not built yet)."""
     ext = extension()
     with _lock:
         choice = (name if name is not None else os.environ.get(ISA_ENV, "")).strip().lower()
+        if choice == TEST_PATH and test_path(build) is None:
+            raise ValueError(f"torchplug-cpu: {ISA_ENV}={TEST_PATH}: that test path is not built yet; build it "
+                             f"once with: {ISA_ENV}={TEST_PATH} torchplug build cpu")
         ext.set_isa(choice or ext.supported_isas()[0])
         return ext.current_isa()
 
@@ -107,7 +136,7 @@ def load(build: bool = True) -> ModuleType | None:
             return _extension
         if extension(build) is None or native.extension(build) is None:
             return None
-        select_isa()
+        select_isa(build=build)
         global _fp32
         _fp32 = fp32_route()
         _extension.set_fp32_route_skinny(_fp32[0] == "onednn-skinny")

@@ -8,7 +8,24 @@
 
 #include "isa.h"
 
+// Two of torch's functions without their headers (ATen/native/Resize.h, ATen/ExpandUtils.h), which
+// pull in every op's declaration: a third of this extension's cold build time.
+namespace at::native {
+// Exported by libtorch_cpu: resizes `output` to `shape`, warning if it held elements of another shape.
+TORCH_API bool resize_output(const Tensor& output, IntArrayRef shape);
+}  // namespace at::native
+
 namespace torchplug_cpu {
+
+// at::is_expandable_to: whether a tensor of `shape` broadcasts to `desired`.
+inline bool expandable_to(c10::IntArrayRef shape, c10::IntArrayRef desired) {
+  if (shape.size() > desired.size()) return false;
+  for (size_t i = 1; i <= shape.size(); ++i) {
+    const int64_t size = shape[shape.size() - i];
+    if (size != 1 && size != desired[desired.size() - i]) return false;
+  }
+  return true;
+}
 
 // The kernel tables' index of a dtype; nullopt for the dtypes they have no kernels for.
 inline std::optional<Dtype> kernel_dtype(at::ScalarType dtype) {
@@ -26,6 +43,9 @@ std::vector<std::string> known_isas();      // best first
 std::vector<std::string> supported_isas();  // the subset this CPU (and OS) can run
 void set_isa(const std::string& name);      // throws with the fix on an unknown / unsupported ISA
 std::string current_isa();
+// The avx512emu test path's kernel table, from its own extension (avx512emu_module.cpp), which
+// kernels.py builds and loads the first time that path is selected.
+void register_test_path(uintptr_t table);
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
 // views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)

@@ -6,7 +6,6 @@
 // goes to torch's own CPU kernel.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/argmax_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>

@@ -7,7 +7,6 @@
 // is_causal (prefill), go to attend_rows, whose scores are a GEMM micro-kernel over K converted
 // once per head: torch's flash kernel runs fp16 at a third of its fp32 speed. Everything else
 // (dropout, very long keys, other layouts) goes to torch's own CPU kernel.
-#include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
@@ -46,7 +45,7 @@ Tensor widened(const Tensor& mask) {
 // The mask as fp32 additive values viewed as [B, H, L, S], contiguous along S; undefined when
 // the call is not ours.
 std::optional<Tensor> float_mask(const Tensor& mask, int64_t b, int64_t h, int64_t l, int64_t s) {
-  if (!plain(mask) || mask.dim() > 4 || !at::is_expandable_to(mask.sizes(), {b, h, l, s})) return std::nullopt;
+  if (!plain(mask) || mask.dim() > 4 || !expandable_to(mask.sizes(), {b, h, l, s})) return std::nullopt;
   const auto dtype = mask.scalar_type();
   Tensor m;
   if (dtype == at::kBool) m = at::where(mask, 0.f, -INFINITY);

@@ -6,8 +6,6 @@
 // A call torch would handle differently (mixed dtypes, a wrong shape, an `out` of another dtype,
 // an empty float32 product) goes to torch's own CPU kernel (at::cpu::*), which gives torch's
 // result or torch's error.
-#include <ATen/ExpandUtils.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>
 #include <ATen/ops/baddbmm_cpu_dispatch.h>
 #include <ATen/ops/bmm_cpu_dispatch.h>
@@ -78,7 +76,7 @@ void run(const Tensor& self, const Tensor& mat2, const Tensor& out, const Tensor
 }
 
 bool ours_add(const Tensor& bias, const Tensor& self, const Tensor& mat2, int64_t dim) {
-  return ours(self, mat2, dim) && plain(bias, self.scalar_type()) && at::is_expandable_to(bias.sizes(), result_shape(self, mat2));
+  return ours(self, mat2, dim) && plain(bias, self.scalar_type()) && expandable_to(bias.sizes(), result_shape(self, mat2));
 }
 
 // ---- the kernels: mm / bmm (Dim 2 / 3) and addmm / baddbmm, each with torch's CPU kernel for the

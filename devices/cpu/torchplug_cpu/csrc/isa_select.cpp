@@ -45,12 +45,17 @@ struct Isa {
   const IsaKernels& (*kernels)();
 };
 
+// The avx512emu test path lives in an extension of its own, compiled only the first time that path
+// is selected (kernels.py), so that no one else's build pays for it; it hands over its table here.
+std::atomic<const IsaKernels*> g_test_path{nullptr};
+const IsaKernels& test_path_kernels() { return *g_test_path.load(std::memory_order_acquire); }
+
 const Isa kIsas[] = {  // best first, but for the last
     {"avx512", "AVX-512F (with AVX2, FMA and F16C)", [] { return features().avx512f; }, &avx512_kernels},
     {"avx2", "AVX2, FMA and F16C", [] { return features().avx2_fma_f16c; }, &avx2_kernels},
     {"scalar", "nothing", [] { return true; }, &scalar_kernels},
     // Last, so never the default: a test path, not a fast one (see vec_avx512emu.h).
-    {"avx512emu", "AVX2, FMA and F16C", [] { return features().avx2_fma_f16c; }, &avx512emu_kernels},
+    {"avx512emu", "AVX2, FMA and F16C", [] { return features().avx2_fma_f16c; }, &test_path_kernels},
 };
 
 const IsaKernels* best() {
@@ -92,6 +97,9 @@ void set_isa(const std::string& name) {
     TORCH_CHECK_VALUE(isa.supported(), "torchplug-cpu: TORCHPLUG_CPU_ISA=", name, " needs ", isa.needs,
                       ", which this CPU (or OS) does not provide. It supports: ", c10::Join(", ", supported_isas()),
                       ". Unset TORCHPLUG_CPU_ISA to use the best of them.");
+    TORCH_CHECK_VALUE(isa.kernels != &test_path_kernels || g_test_path.load() != nullptr,
+                      "torchplug-cpu: the avx512emu test path is not loaded; kernels.select_isa('avx512emu') "
+                      "(or TORCHPLUG_CPU_ISA=avx512emu) builds and loads it");
     g_active.store(&isa.kernels(), std::memory_order_release);
     return;
   }
@@ -100,5 +108,9 @@ void set_isa(const std::string& name) {
 }
 
 std::string current_isa() { return active_kernels().name; }
+
+void register_test_path(uintptr_t table) {
+  g_test_path.store(reinterpret_cast<const IsaKernels*>(table), std::memory_order_release);
+}
 
 }  // namespace torchplug_cpu

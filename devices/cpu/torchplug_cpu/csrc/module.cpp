@@ -12,8 +12,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "torchplug-cpu kernels: ISA selection and counters; the kernels are the torchplug_cpu:: ops";
   m.def("known_isas", &tc::known_isas, "ISA paths compiled in, best first");
   m.def("supported_isas", &tc::supported_isas, "ISA paths this CPU and OS can run, best first");
-  m.def("set_isa", &tc::set_isa, "force an ISA path: avx512, avx2 or scalar", py::arg("name"));
+  m.def("set_isa", &tc::set_isa, "force an ISA path: avx512, avx2, scalar or avx512emu (once registered)", py::arg("name"));
   m.def("current_isa", &tc::current_isa);
+  m.def("register_test_path", &tc::register_test_path, "the avx512emu path's kernel table, by address",
+        py::arg("table"));
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");
   m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
   m.def("set_fp32_route_skinny", &tc::set_fp32_route_skinny, "route only skinny float32 F.linear products to oneDNN",
