@@ -37,3 +37,10 @@ def test_the_test_extra_declares_what_the_suite_imports():
     names = {re.split(r"[<>=!~ ]", requirement)[0] for requirement in extra}
     assert {"pytest", "numpy", "expecttest", "triton", "setuptools"} <= names
     assert "triton>=3.8,<=3.9.0" in extra  # 3.9.0 beside torch 2.13; 3.8.0, which torch 2.14's CUDA build pins
+
+
+def test_the_readme_shows_check_timed_cold_and_warm():
+    section = (REPO / "README.md").read_text().split("## Conformance (`torchplug check`)", 1)[1]
+    rows = {row.split("|")[1].split(":")[0].strip(): row for row in re.findall(r"^\| (?:cold|warm).*$", section, re.M)}
+    assert set(rows) == {"cold", "warm"}, rows  # a first run builds, so a warm figure alone misleads
+    assert all(len(re.findall(r"\| [\d.]+ s", row)) == 2 for row in rows.values()), rows  # wall and CPU
