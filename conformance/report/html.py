@@ -10,18 +10,21 @@ from ..status import PROBLEMS
 from .console import mode_rows
 from .schema import interruption
 
-COLOURS = {"pass": "#3a9d5d", "xfail": "#9bc4a8", "skip": "#d0d0d0", "unsupported": "#e6e6e6",
-           "unsupported-dtype": "#e6e6e6", "xpass": "#e0b63a", "fail": "#d9534f", "timeout": "#8e44ad",
-           "crashed": "#222222"}
+# Each status's (background, text) colours: the text reads at a contrast of at least 4.5:1 (WCAG AA),
+# dark on the light backgrounds and white on the dark ones.
+COLOURS = {"pass": ("#2e7d32", "#ffffff"), "xfail": ("#c8e6c9", "#1b4d20"), "skip": ("#d0d0d0", "#222222"),
+           "unsupported": ("#e6e6e6", "#444444"), "unsupported-dtype": ("#e6e6e6", "#444444"),
+           "xpass": ("#e0b63a", "#222222"), "fail": ("#c62828", "#ffffff"), "timeout": ("#8e44ad", "#ffffff"),
+           "crashed": ("#222222", "#ffffff")}
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font: 14px system-ui, sans-serif; margin: 1.5em; }}
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 2px 6px; }}
-#grid td.c {{ width: 5.5em; text-align: center; cursor: pointer; color: #fff; font-size: 12px; }}
+#grid td.c {{ width: 5.5em; text-align: center; cursor: pointer; font-size: 12px; }}
 #grid td.op {{ font-family: monospace; }} pre {{ background: #f5f5f5; padding: .6em; white-space: pre-wrap; }}
-.legend span {{ display: inline-block; padding: 1px 6px; margin-right: 4px; color: #fff; }}
+.legend span {{ display: inline-block; padding: 1px 6px; margin-right: 4px; }}
 #controls {{ margin: 1em 0; }} #controls > * {{ margin-right: 1em; }}
 .interrupted {{ background: #fff3cd; border-left: 4px solid #b8860b; padding: .4em .8em; }}
 </style></head><body>
@@ -70,7 +73,7 @@ function draw() {{
       if (!s) return "<td></td>";
       const bad = byOp[op][d].find(c => problem(c.status));
       const tip = bad ? `${{bad.detail}}\\n${{bad.repro}}` : s;
-      return `<td class="c" style="background:${{colours[s]}}" title="${{text(tip)}}" data-op="${{text(op)}}" data-dtype="${{d}}">${{s}}</td>`;
+      return `<td class="c" style="background:${{colours[s][0]}};color:${{colours[s][1]}}" title="${{text(tip)}}" data-op="${{text(op)}}" data-dtype="${{d}}">${{s}}</td>`;
     }}).join("") + "</tr>";
   }}
   document.getElementById("grid").innerHTML = rows;
@@ -105,7 +108,8 @@ def render(report: dict[str, Any]) -> str:
     if report["runtime_checks"]:
         checks = "<h2>Runtime checks</h2>" + _table(("check", "result", "detail"), [
             (c["name"], c["status"], c["detail"]) for c in report["runtime_checks"]])
-    legend = "".join(f'<span style="background:{colour}">{status}</span>' for status, colour in COLOURS.items())
+    legend = "".join(f'<span style="background:{background};color:{text}">{status}</span>'
+                     for status, (background, text) in COLOURS.items())
     return PAGE.format(
         title=html.escape(title), subtitle=html.escape(subtitle),
         modes="<h2>Pass rate per mode</h2>" + _table(("mode", "pass rate", "judged", "statuses"), mode_rows(report)),
