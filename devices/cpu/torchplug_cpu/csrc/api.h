@@ -26,6 +26,12 @@ std::vector<std::string> known_isas();      // best first
 std::vector<std::string> supported_isas();  // the subset this CPU (and OS) can run
 void set_isa(const std::string& name);      // throws with the fix on an unknown / unsupported ISA
 std::string current_isa();
+// int4 decode rows with int8 activations (quant_vnni.h): whether this CPU can run them (AVX512-VNNI
+// and VBMI), the setting (on unless kernels.py's TORCHPLUG_CPU_INT4_ACTIVATIONS=float), and
+// whether they run now (supported, on, and the avx512 path active).
+bool int4_int8_dots_supported();
+void set_int4_int8_dots(bool on);
+bool int4_int8_dots();
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
 // views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)
