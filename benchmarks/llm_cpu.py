@@ -1,7 +1,7 @@
 """A Llama-class decoder on the CPU: prefill and decode tokens/s, torchplug against stock torch and llama.cpp.
 
     python benchmarks/llm_cpu.py [--model tiny|111m|499m] [--rounds N] [--batches 1,8] [--dtypes fp32,bf16,fp16]
-                                 [--quant int8|int4 [--group G]] [--threads N] [--no-compile] [--hf] [--quick]
+                                 [--quant int8|int4 [--group G] [--no-torchao]] [--threads N] [--no-compile] [--hf] [--quick]
                                  [--json PATH]
 
 The model (benchmarks/llm/model.py) is a Llama-architecture decoder with random weights: RMSNorm,
@@ -26,8 +26,9 @@ default fp16). Every matrix but the input embedding is quantized: int8 per outpu
 symmetric (aten._weight_int8pack_mm, called directly: torchao 0.18's Int8WeightOnlyConfig does not
 call it, it dequantizes the weight on every call); int4 in groups of --group (default 128) along k,
 asymmetric, packed by aten._convert_weight_to_int4pack_for_cpu (aten._weight_int4pack_mm_for_cpu:
-through torchao's quantize_ with PrototypeInt4WeightOnlyConfig where torchao imports, else called
-directly). llama.cpp gets Q8_0 / Q4_0 files written from the same float32 weights by gguf-py's
+through torchao's quantize_ with PrototypeInt4WeightOnlyConfig where torchao imports and --no-torchao
+is not given, else called directly: eager, torchao's tensor subclass adds about 11 us of Python per
+Linear, its F.linear override, which torch.compile traces away). llama.cpp gets Q8_0 / Q4_0 files written from the same float32 weights by gguf-py's
 quantizers. Stock torch runs only with bf16 activations, the one dtype its CPU kernels vectorise
 (fp16 and fp32 run scalar loops, 20-40x slower: benchmarks/fp16_gemm.py's weight-only table). The
 logits after the prompt are compared, per engine, with a float32 run of the same decoder on the
@@ -326,6 +327,8 @@ def main() -> int:
     cli.add_argument("--llama-no-extra-bufts", action="store_true",
                      help="load llama.cpp models without ggml's extra CPU buffer types (AMX, Q4_0 repack): a workaround "
                           "for builds whose AMX kernels crash (docs/cpu-fp16.md, 'Weight-only int8 and int4')")
+    cli.add_argument("--no-torchao", action="store_true",
+                     help="int4 weights by direct op calls even where torchao imports (without its per-call Python)")
     cli.add_argument("--quick", action="store_true", help="tiny model, eager, batch 1, short runs, 2 rounds")
     args = cli.parse_args()
     if args.quick:
@@ -347,7 +350,7 @@ def main() -> int:
     from torchplug_cpu import kernels
 
     kernels.load()
-    args.torchao = args.quant == "int4" and torchao_imports()
+    args.torchao = args.quant == "int4" and not args.no_torchao and torchao_imports()
     isa = isa_path()
     state = random_state(PRESETS[args.model])
     print(f"model {args.model}: {sum(t.numel() for t in state.values()) / 1e6:.0f}M parameters, "

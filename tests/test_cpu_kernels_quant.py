@@ -8,6 +8,11 @@ either summation order (torch's: dequantize, then multiply; ours: sum x * q, the
 test checks it is tight enough to catch a single wrong scale. int4 weights are packed by torch's
 own _convert_weight_to_int4pack_for_cpu, whose layout depends on torch's CPU capability: each
 capability's layout runs in a subprocess. No timing is asserted.
+
+int4 decode rows with fp16 / bf16 activations on AVX512-VNNI CPUs round x to int8 per block of 32
+(csrc/quant_vnni.h, llama.cpp's Q8_0): there the result is held to the same bound around the
+float64 product of the rounded x (recomputed here exactly as the kernel rounds it), and to the
+activations' rounding bound around the product of x itself.
 """
 
 import pytest
@@ -57,13 +62,15 @@ def int4_dequantized(q, group, scales_zeros):
     return (q.double() - 8) * scale + zero
 
 
-def assert_quant_close(out, x, w, terms):
-    """out (x's dtype) against x @ w^T in float64; `terms` [n, k]: the largest magnitude any form of
-    the dequantization sums (|w|, or |q * scale| + |zero - 8 scale|), for the fp32 accumulation bound."""
-    ref = x.double() @ w.t()
+def assert_quant_close(out, x, w, terms, x_used=None, extra=0.0):
+    """out (x's dtype) against x_used @ w^T in float64 (x_used: the float64 x the kernel multiplies, by
+    default x); `terms` [n, k]: the largest magnitude any form of the dequantization sums (|w|, or
+    |q * scale| + |zero - 8 scale|), for the fp32 accumulation bound; `extra`: a further bound."""
+    x_used = x.double() if x_used is None else x_used
+    ref = x_used @ w.t()
     assert out.dtype == x.dtype and out.shape == ref.shape
-    accumulation = (x.shape[1] + 8) * 2.0**-23 * (x.double().abs() @ terms.t())
-    bound = UNIT[x.dtype] * (ref.abs() + accumulation) + accumulation + 1e-30
+    accumulation = (x.shape[1] + 8) * 2.0**-23 * (x_used.abs() @ terms.t())
+    bound = UNIT[x.dtype] * (ref.abs() + accumulation) + accumulation + extra + 1e-30
     err = (out.double() - ref).abs()
     bad = err > bound
     assert not bad.any(), f"{int(bad.sum())} of {out.numel()} elements off; worst by {float((err / bound).max()):.3g}x the bound"
@@ -71,6 +78,31 @@ def assert_quant_close(out, x, w, terms):
 
 def int8_terms(w, scales):
     return int8_dequantized(w, scales).abs()
+
+
+def runs_int8_activations(ext, x):
+    """Whether an int4 call on x rounds it to int8 (quant_ops.cpp): a few rows of fp16 / bf16 with k a
+    multiple of 32, torch's AVX-512 layout, on the avx512 path of an AVX512-VNNI CPU with the setting on."""
+    return (ext.int4_int8_dots() and x.dtype != torch.float32 and x.shape[0] <= 16 and x.shape[1] % 32 == 0
+            and torch.backends.cpu.get_cpu_capability() == "AVX512")
+
+
+def int8_rounded(x):
+    """(x_hat, d) in float64: x rounded to int8 per block of 32 along k as quant_vnni.h rounds it (in
+    fp32: d = max|x| / 127, q = round-half-even(x * (1 / d))), and d per element's block."""
+    blocks = x.float().reshape(x.shape[0], -1, 32)
+    d = blocks.abs().amax(-1, keepdim=True) / 127
+    inv = torch.where(d != 0, 1 / d, torch.zeros_like(d))
+    q = torch.round(blocks * inv)
+    assert q.abs().max() <= 127
+    return (q.double() * d.double()).reshape(x.shape), d.double().expand_as(blocks).reshape(x.shape)
+
+
+def assert_int4_close(ext, out, x, q, group, sz):
+    """out against the float64 product of the x the kernel multiplies (int8-rounded where it rounds it)."""
+    w, terms = int4_dequantized(q, group, sz), int4_terms(q, group, sz)
+    x_used = int8_rounded(x)[0] if runs_int8_activations(ext, x) else None
+    assert_quant_close(out, x, w, terms, x_used)
 
 
 def int4_terms(q, group, scales_zeros):
@@ -121,7 +153,74 @@ def test_int4_matches_float64(isa, ext, dtype, m, k, n, group):
     x, q, sz = int4_case(m, k, n, group, dtype, seed=m + k + n + group)
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
     out = counted(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, sz))
-    assert_quant_close(out, x, int4_dequantized(q, group, sz), int4_terms(q, group, sz))
+    assert_int4_close(ext, out, x, q, group, sz)
+
+
+@pytest.fixture(params=["int8", "float"])
+def int4_activations(request, ext):
+    """Both settings of the int4 activations (TORCHPLUG_CPU_INT4_ACTIVATIONS): int8 where the CPU can."""
+    if request.param == "int8" and not ext.int4_int8_dots_supported():
+        pytest.skip("this CPU has no AVX512-VNNI and VBMI: int4 activations stay float")
+    ext.set_int4_int8_dots(request.param == "int8")
+    yield request.param
+    ext.set_int4_int8_dots(kernels.int4_activations() == "int8")
+
+
+# (m, k, n, group): decode rows on the int8 activations' path (k a multiple of 32), with every group
+# size, a narrower last block, a shorter last group, 1 to 16 rows (4 per pass, and the rest).
+INT8_ACTIVATION_SHAPES = [(1, 2048, 256, 128), (1, 64, 16, 32), (2, 96, 80, 64), (3, 224, 112, 32),
+                          (4, 512, 64, 256), (5, 160, 48, 128), (7, 320, 208, 64), (16, 256, 96, 64)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("m,k,n,group", INT8_ACTIVATION_SHAPES,
+                         ids=[f"{m}x{k}x{n}-g{g}" for m, k, n, g in INT8_ACTIVATION_SHAPES])
+def test_int4_activations_rounded_to_int8_stay_within_their_bound(ext, int4_activations, dtype, m, k, n, group):
+    """With int8 activations the result is the float64 product of the rounded x (within fp32's
+    accumulation bound), and so within sum over k of |x - x_hat| |w| <= d / 2 * |w| of the product
+    of x itself: the bound docs/cpu-fp16.md states. With float activations, x's product."""
+    x, q, sz = int4_case(m, k, n, group, dtype, seed=m + k + n + group)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    out = counted(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, sz))
+    assert runs_int8_activations(ext, x) == (int4_activations == "int8")
+    w, terms = int4_dequantized(q, group, sz), int4_terms(q, group, sz)
+    if int4_activations == "float":
+        assert_quant_close(out, x, w, terms)
+        return
+    x_hat, d = int8_rounded(x)
+    assert_quant_close(out, x, w, terms, x_hat)
+    assert_quant_close(out, x, w, terms, extra=(d / 2) @ w.abs().t())
+    # the rounding shows against fp16's bound (bf16's own rounding is as coarse, and at larger k the
+    # fp32 accumulation bound, linear in k, covers it)
+    if dtype == torch.float16 and k <= 512:
+        with pytest.raises(AssertionError, match="elements off"):
+            assert_quant_close(out, x, w, terms)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_int4_rows_with_infinities_keep_float_activations(ext, int4_activations, bad):
+    """A row holding an infinity or NaN cannot be rounded to int8: that call runs the float path, so
+    the results are the float path's, infinities and NaNs where torch puts them."""
+    x, q, sz = int4_case(2, 256, 64, 64, torch.float16)
+    x[1, 100] = bad
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    out = counted(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 64, sz))
+    ext.set_int4_int8_dots(False)
+    expected = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 64, sz)
+    assert torch.equal(out.isnan(), expected.isnan()) and out[1].isinf().sum() + out[1].isnan().sum() == 64
+    torch.testing.assert_close(out, expected, equal_nan=True, rtol=0, atol=0)
+
+
+def test_int4_activations_setting_is_read_from_the_environment():
+    """TORCHPLUG_CPU_INT4_ACTIVATIONS=float turns the int8 activations off; an unknown value is refused
+    naming the choices."""
+    code = ("from torchplug_cpu import kernels; ext = kernels.load(); "
+            "print('int8 dots:', ext.int4_int8_dots(), ext.int4_int8_dots_supported())")
+    assert "int8 dots: False" in run_python(code, TORCHPLUG_CPU_INT4_ACTIVATIONS="float").stdout
+    result = run_python(code)
+    assert "int8 dots: True True" in result.stdout or "int8 dots: False False" in result.stdout
+    bad = run_python(code, check=False, TORCHPLUG_CPU_INT4_ACTIVATIONS="int4")
+    assert bad.returncode != 0 and "TORCHPLUG_CPU_INT4_ACTIVATIONS=int4; expected one of int8, float" in bad.stderr
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -141,12 +240,12 @@ def test_the_check_catches_one_wrong_scale(ext, dtype):
     x, q, sz = int4_case(3, 512, 64, 128, dtype)
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
     out = counted(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 128, sz))
-    assert_quant_close(out, x, int4_dequantized(q, 128, sz), int4_terms(q, 128, sz))
+    assert_int4_close(ext, out, x, q, 128, sz)
     planted = sz.clone()
     planted[2, 11, 0] = sz[2, 12, 0]  # group 2's scale of column 11
     assert abs(float(sz[2, 12, 0] / sz[2, 11, 0]) - 1) > 0.1
     with pytest.raises(AssertionError, match="elements off"):
-        assert_quant_close(out, x, int4_dequantized(q, 128, planted), int4_terms(q, 128, planted))
+        assert_int4_close(ext, out, x, q, 128, planted)
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -217,7 +316,7 @@ def test_int4_calls_outside_its_layouts_run_torchs_kernel(ext):
 LAYOUT_CHECK = """
 import sys, torch
 sys.path.insert(0, {tests!r})
-from test_cpu_kernels_quant import int4_case, int4_dequantized, int4_terms, assert_quant_close
+from test_cpu_kernels_quant import int4_case, assert_int4_close
 from torchplug_cpu import kernels
 ext = kernels.load()
 assert torch.backends.cpu.get_cpu_capability() == {capability!r}
@@ -230,7 +329,7 @@ for isa in ext.supported_isas():
             before = ext.quant_mm_calls()
             out = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, sz)
             assert ext.quant_mm_calls() == before + 1
-            assert_quant_close(out, x, int4_dequantized(q, group, sz), int4_terms(q, group, sz))
+            assert_int4_close(ext, out, x, q, group, sz)
 print("checked", ext.supported_isas())
 """
 

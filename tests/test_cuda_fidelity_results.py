@@ -66,6 +66,32 @@ def lu_without_pivoting():
             "P": list(p.shape), "LU": torch.allclose(l2.cpu() @ u.cpu(), a), "singular_info": info.item()}
 check("lu_without_pivoting", lu_without_pivoting)
 
+def out_dtypes():
+    """out= tensors of another dtype, as CUDA's kernels take them: structured ones refuse, TensorIterator
+    ones cast where safe, a reduction with no dtype computes in its out='s (PyTorch's test_out)."""
+    a, found = torch.randn(3, 3, device=dev), {}
+    def refused(call):
+        try:
+            call()
+        except RuntimeError as e:
+            return str(e)
+        return None
+    ints = [torch.empty(0, dtype=torch.int64, device=dev)] + [torch.empty(0, dtype=torch.int32, device=dev)] * 2
+    found["lu_factor_ex"] = refused(lambda: torch.linalg.lu_factor_ex(a, pivot=False, out=ints))
+    found["lu"] = refused(lambda: torch.linalg.lu(a, pivot=False, out=[torch.empty(0, dtype=torch.int64, device=dev)] * 3))
+    x = torch.tensor([1 + 1j, float("nan"), 2j], dtype=torch.complex64, device=dev)
+    wide = torch.empty((), dtype=torch.complex128, device=dev)
+    torch.nansum(x, 0, out=wide)
+    found["nansum_into_complex128"] = [str(wide.dtype), wide.item() == 1 + 3j]
+    grad, half = torch.ones(4, device=dev), torch.full((4,), 0.5, device=dev)
+    doubles = torch.empty(4, dtype=torch.float64, device=dev)
+    torch.ops.aten.logit_backward.grad_input(grad, half, None, grad_input=doubles)
+    found["logit_backward_into_float64"] = doubles.tolist()
+    found["logit_backward_into_int64"] = refused(lambda: torch.ops.aten.logit_backward.grad_input(
+        grad, half, None, grad_input=torch.empty(4, dtype=torch.int64, device=dev)))
+    return found
+check("out_dtypes", out_dtypes)
+
 def complex_reductions():
     x = torch.randn(3, 4, dtype=torch.cfloat)
     half = x.to(torch.complex32)
@@ -261,6 +287,15 @@ def test_lu_without_pivoting_runs_as_on_cuda(cuda):
     assert found["reconstructs"] and found["LU"], found
     assert found["pivots"] == [[1, 2, 3, 4]] * 2 and found["P"] == [0] and found["singular_info"] == 1
     assert found["column_major"] == [16, 1, 4]
+
+
+def test_out_tensors_of_another_dtype_are_taken_as_cudas_kernels_take_them(cuda):
+    found = value(cuda["out_dtypes"])
+    assert "linalg_lu_factor_ex.out: Expected out tensor to have dtype Float, but got Long" in found["lu_factor_ex"]
+    assert "linalg_lu.out: Expected out tensor to have dtype Float, but got Long" in found["lu"]
+    assert found["nansum_into_complex128"] == ["torch.complex128", True]
+    assert found["logit_backward_into_float64"] == [4.0] * 4
+    assert "result type Float can't be cast to the desired output type Long" in found["logit_backward_into_int64"]
 
 
 def test_complex32_sum_and_complex_nansum_compute_as_on_cuda(cuda):

@@ -69,14 +69,24 @@ std::vector<at::Tensor> out_arguments(const c10::OperatorHandle& op, const Stack
   return outs;
 }
 
+// How an out= overload takes an out= tensor of another dtype: structured kernels refuse it,
+// TensorIterator kernels cast into it where the cast is safe, a few (CUDA's histc.out) copy into it.
+enum class OutDtype { Exact, SafeCast, Cast };
+
 // Replaces the op's arguments on the stack with its results: `results` as they are for a functional
 // overload, written into (and returned as) its out= tensors otherwise.
-void finish(const c10::OperatorHandle& op, Stack* stack, const std::vector<at::Tensor>& results) {
+void finish(const c10::OperatorHandle& op, Stack* stack, const std::vector<at::Tensor>& results,
+            OutDtype out_dtype = OutDtype::Exact) {
   std::vector<at::Tensor> outs = out_arguments(op, *stack);
   for (size_t i = 0; i < outs.size(); ++i) {  // a GPU refuses an out= tensor on another device
     TORCH_CHECK(outs[i].device() == results[i].device(), "Expected all tensors to be on the same device, but got out= "
                 "tensor ", i, " on ", outs[i].device(), ", different from other tensors on ", results[i].device(),
                 " (when checking arguments for ", op.operator_name(), ")");
+    const c10::ScalarType got = outs[i].scalar_type(), want = results[i].scalar_type();
+    TORCH_CHECK(out_dtype != OutDtype::Exact || got == want, op.operator_name(),
+                ": Expected out tensor to have dtype ", want, ", but got ", got, " instead");
+    TORCH_CHECK(out_dtype != OutDtype::SafeCast || at::canCast(want, got), op.operator_name(), ": result type ",
+                want, " can't be cast to the desired output type ", got);
   }
   torch::jit::drop(*stack, op.schema().arguments().size());
   for (size_t i = 0; i < results.size(); ++i) {
@@ -309,12 +319,22 @@ struct Dims {
   }
 };
 
+// The dtype a reduction computes in: its dtype argument, else its out= tensor's (as torch's
+// infer_dtype_from_optional and get_dtype_from_result choose), else none (the input's).
+std::optional<c10::ScalarType> reduction_dtype(const c10::OperatorHandle& op, const Stack& stack) {
+  const c10::IValue& dtype = arg(op, stack, "dtype");
+  if (!dtype.isNone()) {
+    return static_cast<c10::ScalarType>(dtype.toInt());
+  }
+  std::vector<at::Tensor> outs = out_arguments(op, stack);
+  return outs.empty() ? std::nullopt : std::optional<c10::ScalarType>(outs[0].scalar_type());
+}
+
 // sum over complex32, which CUDA sums (in complex64) and the CPU refuses; other dtypes as before.
 void complex_half_sum(const c10::OperatorHandle& op, Stack* stack) {
   const at::Tensor self = arg(op, *stack, "self").toTensor();
-  const c10::IValue& dtype = arg(op, *stack, "dtype");
-  if (self.scalar_type() != at::kComplexHalf ||
-      (!dtype.isNone() && static_cast<c10::ScalarType>(dtype.toInt()) != at::kComplexHalf)) {
+  const std::optional<c10::ScalarType> dtype = reduction_dtype(op, *stack);
+  if (self.scalar_type() != at::kComplexHalf || (dtype.has_value() && *dtype != at::kComplexHalf)) {
     run_on_host(op, stack);
     return;
   }
@@ -338,11 +358,9 @@ void complex_nansum(const c10::OperatorHandle& op, Stack* stack) {
     run_on_host(op, stack);
     return;
   }
-  const c10::IValue& dtype = arg(op, *stack, "dtype");
   at::Tensor kept = at::where(self.isnan(), at::zeros({}, self.options()), self);
   const Dims dims(arg(op, *stack, "dim"));
-  at::Tensor sum = at::sum(kept, dims.ref, arg(op, *stack, "keepdim").toBool(),
-                           dtype.isNone() ? std::nullopt : std::optional<c10::ScalarType>(static_cast<c10::ScalarType>(dtype.toInt())));
+  at::Tensor sum = at::sum(kept, dims.ref, arg(op, *stack, "keepdim").toBool(), reduction_dtype(op, *stack));
   finish(op, stack, {sum});
 }
 
@@ -369,7 +387,8 @@ void cuda_logit_backward(const c10::OperatorHandle& op, Stack* stack) {
   const double lo = clamped ? eps.toDouble() : 0.0;
   const at::Tensor outside = x.lt(lo).logical_or_(x.gt(1.0 - lo));
   const double fill = clamped ? 0.0 : std::numeric_limits<double>::quiet_NaN();
-  finish(op, stack, {at::where(outside, at::scalar_tensor(fill, value.options()), value).to(dtype)});
+  finish(op, stack, {at::where(outside, at::scalar_tensor(fill, value.options()), value).to(dtype)},
+         OutDtype::SafeCast);
 }
 
 // ---- float32 where CUDA computes in float32 ------------------------------------------------------
@@ -418,7 +437,7 @@ void cuda_histc(const c10::OperatorHandle& op, Stack* stack) {
     return static_cast<double>(arg(op, *stack, name).toScalar().to<int64_t>());
   };
   at::Tensor counts = at::histc(self.to(at::kDouble), arg(op, *stack, "bins").toInt(), bound("min"), bound("max"));
-  finish(op, stack, {counts.to(dtype)});
+  finish(op, stack, {counts.to(dtype)}, OutDtype::Cast);
 }
 
 constexpr const char* kFloat32OnCuda[] = {"_segment_reduce_backward", "soft_margin_loss_backward", "linalg_matrix_exp"};

@@ -21,6 +21,12 @@ unknown value, or a path the CPU lacks, raises ValueError saying what this CPU s
 Where torch's oneDNN has its own fp16 matmul (AVX512-FP16 / AMX-FP16 CPUs), fp16 products with more
 than 8 rows and 8 columns go to it (faster there); torchplug's GEMM keeps the skinny ones.
 
+TORCHPLUG_CPU_INT4_ACTIVATIONS=int8|float: int4 weight-only products of a few rows (decode) with
+fp16 or bf16 activations round them to int8 per block of 32 (llama.cpp's Q8_0) and run integer dot
+products where the CPU has AVX512-VNNI and VBMI and the avx512 path runs (`int8`, the default;
+csrc/quant_vnni.h); `float` keeps them in fp32 (slower there, without the activations' rounding
+error). fp32 activations always keep fp32.
+
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
 `stock` keeps torch's (MKL). `auto` (the default) is a CPU-vendor rule: oneDNN on AMD CPUs whose
@@ -41,6 +47,8 @@ from torchplug.dispatcher.portable import KERNEL_OPS
 ISA_ENV = "TORCHPLUG_CPU_ISA"
 FP32_ENV = "TORCHPLUG_CPU_FP32"
 FP32_ROUTES = ("auto", "onednn", "stock")
+INT4_ACTIVATIONS_ENV = "TORCHPLUG_CPU_INT4_ACTIVATIONS"
+INT4_ACTIVATIONS = ("int8", "float")
 EXTENSION_NAME = "torchplug_cpu_ext"
 CSRC = Path(__file__).resolve().parent / "csrc"
 # at::parallel_for is inline OpenMP code: without -fopenmp it silently runs on one thread. The
@@ -49,7 +57,7 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 # would leak into the files after them. They hold the kernels' loops, so they are compiled apart, at
 # -O3, and the rest, the glue around them, as one unity unit at -O1 (torchplug.extension).
 CFLAGS = ["-fopenmp"]
-KERNEL_SOURCES = ("isa_avx2.cpp", "isa_avx512.cpp", "isa_avx512emu.cpp", "isa_scalar.cpp")
+KERNEL_SOURCES = ("isa_avx2.cpp", "isa_avx512.cpp", "isa_avx512emu.cpp", "isa_avx512vnni.cpp", "isa_scalar.cpp")
 # The avx512emu path (the AVX-512 path's code on AVX2, which tests it on any CPU; never the default)
 # is an extension of its own, compiled the first time that path is selected: ~6 s of CPU time that
 # no cold build of the kernels users run pays.
@@ -137,6 +145,7 @@ def load(build: bool = True) -> ModuleType | None:
         if extension(build) is None or native.extension(build) is None:
             return None
         select_isa(build=build)
+        _extension.set_int4_int8_dots(int4_activations() == "int8")
         global _fp32
         _fp32 = fp32_route()
         _extension.set_fp32_route_skinny(_fp32[0] == "onednn-skinny")
@@ -152,6 +161,15 @@ def load(build: bool = True) -> ModuleType | None:
 
         install_when_inductor_loads(loaded)
         return _extension
+
+
+def int4_activations() -> str:
+    """$TORCHPLUG_CPU_INT4_ACTIVATIONS (int8, the default, or float); ValueError naming the choices otherwise."""
+    choice = os.environ.get(INT4_ACTIVATIONS_ENV, "").strip().lower() or "int8"
+    if choice not in INT4_ACTIVATIONS:
+        raise ValueError(f"torchplug-cpu: unknown {INT4_ACTIVATIONS_ENV}={choice}; expected one of "
+                         f"{', '.join(INT4_ACTIVATIONS)} (or unset it for int8 where the CPU has AVX512-VNNI)")
+    return choice
 
 
 def fp32_route() -> tuple[str, str]:

@@ -14,6 +14,7 @@ namespace {
 struct CpuFeatures {
   bool avx2_fma_f16c = false;
   bool avx512f = false;
+  bool avx512_vnni_vbmi = false;  // with BW: what quant_vnni.h needs
 };
 
 CpuFeatures detect() {
@@ -30,6 +31,8 @@ CpuFeatures detect() {
   const bool avx2 = ebx & (1u << 5), avx512f = ebx & (1u << 16);
   f.avx2_fma_f16c = os_ymm && avx2 && fma && f16c;
   f.avx512f = f.avx2_fma_f16c && os_zmm && avx512f;
+  const bool bw = ebx & (1u << 30), vbmi = ecx & (1u << 1), vnni = ecx & (1u << 11);
+  f.avx512_vnni_vbmi = f.avx512f && bw && vbmi && vnni;
   return f;
 }
 
@@ -65,6 +68,7 @@ const IsaKernels* best() {
 }
 
 std::atomic<const IsaKernels*> g_active{nullptr};
+std::atomic<bool> g_int4_int8_dots{true};
 
 }  // namespace
 
@@ -111,6 +115,15 @@ std::string current_isa() { return active_kernels().name; }
 
 void register_test_path(uintptr_t table) {
   g_test_path.store(reinterpret_cast<const IsaKernels*>(table), std::memory_order_release);
+}
+
+bool int4_int8_dots_supported() { return features().avx512_vnni_vbmi; }
+
+void set_int4_int8_dots(bool on) { g_int4_int8_dots.store(on, std::memory_order_relaxed); }
+
+bool int4_int8_dots() {
+  return g_int4_int8_dots.load(std::memory_order_relaxed) && int4_int8_dots_supported() &&
+         &active_kernels() == &avx512_kernels();
 }
 
 }  // namespace torchplug_cpu

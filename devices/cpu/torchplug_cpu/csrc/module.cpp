@@ -16,6 +16,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("current_isa", &tc::current_isa);
   m.def("register_test_path", &tc::register_test_path, "the avx512emu path's kernel table, by address",
         py::arg("table"));
+  m.def("int4_int8_dots_supported", &tc::int4_int8_dots_supported,
+        "whether this CPU can run int4 decode rows with int8 activations (AVX512-VNNI and VBMI)");
+  m.def("set_int4_int8_dots", &tc::set_int4_int8_dots, "allow (True) or forbid int4 decode rows with int8 activations",
+        py::arg("on"));
+  m.def("int4_int8_dots", &tc::int4_int8_dots, "whether int4 decode rows run with int8 activations now");
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");
   m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
   m.def("set_fp32_route_skinny", &tc::set_fp32_route_skinny, "route only skinny float32 F.linear products to oneDNN",
