@@ -11,7 +11,7 @@ seconds, with the ratio this/reference; the load average is printed before and a
 import the tree's own torchplug and torchplug-cpu from its source folders (the installed
 distributions only provide the entry points).
 
-Verdict: this tree's total CPU time is at most 78 s (issue #33's target, set on the 2-core development
+Verdict: this tree's total CPU time is at most 78.0 s (issue #33's target, set on the 2-core development
 VMs; CPU time, not wall time, so that other jobs on the machine change it less).
 """
 
