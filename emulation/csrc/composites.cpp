@@ -25,6 +25,7 @@
 //  * _to_copy with non_blocking=True to the CPU, which asks torch's accelerator for pinned memory,
 //    when there may be none (emulated 'cuda'): copies run synchronously anyway, so it is dropped.
 #include "emulation.h"
+#include "registration.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -34,8 +35,6 @@
 #include <ATen/ops/ones_like.h>
 #include <torch/library.h>
 
-#include <memory>
-#include <mutex>
 #include <vector>
 
 namespace torchplug::emulation {
@@ -264,67 +263,48 @@ c10::DispatchKey autograd_key(c10::DeviceType type) {
   }
 }
 
-// A kernel of this file that the coverage audit sees (run_on_host notes its own calls).
-using BoxedKernel = void (*)(const c10::OperatorHandle&, torch::jit::Stack*);
-
-template <BoxedKernel Kernel>
-void noting(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  note_dispatch(op);
-  Kernel(op, stack);
-}
-
-template <BoxedKernel Kernel>
-torch::CppFunction noted() {
-  return torch::CppFunction::makeFromBoxedFunction<&noting<Kernel>>();
-}
-
 }  // namespace
 
 void register_composite_overrides(c10::DeviceType type) {
-  static std::mutex mutex;
-  static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live while loaded
   static const std::vector<c10::OperatorName> direct = ops_with_cpu_and_composite_kernels();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto host = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", dispatch_key(type), __FILE__, __LINE__);
+  torch::Library& host = kept_library(torch::Library::IMPL, "aten", dispatch_key(type), __FILE__, __LINE__);
   for (const char* name : kHostPathOps) {
-    host->impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+    host.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
   }
   for (const c10::OperatorName& name : direct) {
     if (name.name == "aten::_softmax" || name.name == "aten::_log_softmax" ||
         name.name == "aten::_softmax_backward_data" || name.name == "aten::_log_softmax_backward_data") {
       continue;  // kernels of their own below
     }
-    host->impl(unqualified(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+    host.impl(unqualified(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
   }
   if (type != c10::DeviceType::CUDA) {  // emulated cuda chooses among CUDA's kernels (cuda_attention.cpp)
-    host->impl("scaled_dot_product_attention", noted<&math_attention>());
+    host.impl("scaled_dot_product_attention", noted<&math_attention>());
   }
-  host->impl("native_dropout", noted<&device_dropout>());
-  host->impl("native_group_norm_backward",
+  host.impl("native_dropout", noted<&device_dropout>());
+  host.impl("native_group_norm_backward",
              noted<&contiguous_group_norm_backward>());
-  host->impl("_to_copy", noted<&synchronous_to_copy>());
+  host.impl("_to_copy", noted<&synchronous_to_copy>());
   for (const char* name : {"_softmax", "_log_softmax"}) {
-    host->impl(name, noted<&widening_softmax>());
+    host.impl(name, noted<&widening_softmax>());
   }
   for (const char* name : {"_softmax_backward_data", "_log_softmax_backward_data"}) {
-    host->impl(name, noted<&narrowing_softmax_backward>());
+    host.impl(name, noted<&narrowing_softmax_backward>());
   }
-  host->impl("_copy_from", noted<&copy_from>());
-  host->impl("_copy_from_and_resize", noted<&copy_from_and_resize>());
+  host.impl("_copy_from", noted<&copy_from>());
+  host.impl("_copy_from_and_resize", noted<&copy_from_and_resize>());
   for (const char* name : kOutDtypeMatmuls) {
-    host->impl(name, noted<&matmul_with_out_dtype>());
+    host.impl(name, noted<&matmul_with_out_dtype>());
   }
   for (const char* name : kVendorLibraryProbes) {
-    host->impl(name, noted<&no_vendor_library>());
+    host.impl(name, noted<&no_vendor_library>());
   }
   // An implicit composite with a backend kernel loses its autograd formula on that backend, so the
   // math decomposition is registered for the backend's autograd key too.
-  auto grad = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", autograd_key(type), __FILE__, __LINE__);
+  torch::Library& grad = kept_library(torch::Library::IMPL, "aten", autograd_key(type), __FILE__, __LINE__);
   if (type != c10::DeviceType::CUDA) {
-    grad->impl("scaled_dot_product_attention", noted<&math_attention>());
+    grad.impl("scaled_dot_product_attention", noted<&math_attention>());
   }
-  libraries.push_back(std::move(host));
-  libraries.push_back(std::move(grad));
   register_device_results(type);  // after the host path above: these kernels replace some of it
 }
 

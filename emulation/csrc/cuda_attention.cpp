@@ -13,6 +13,7 @@
 // the returned philox seed draws, so the backward redraws the same mask. cuDNN attention is not
 // offered (there is no cuDNN), nor are variable-length batches (cu_seqlens), which say so.
 #include "emulation.h"
+#include "registration.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -42,8 +43,6 @@
 
 #include <cmath>
 #include <limits>
-#include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -546,26 +545,21 @@ int64_t cuda_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at
 }  // namespace
 
 void register_cuda_attention(c10::DeviceType type) {
-  static std::mutex mutex;
-  static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live while loaded
-  std::lock_guard<std::mutex> lock(mutex);
-  auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", dispatch_key(type), __FILE__, __LINE__);
-  kernels->impl("_flash_attention_forward", TORCH_FN(flash_forward));
-  kernels->impl("_flash_attention_backward", TORCH_FN(flash_backward));
-  kernels->impl("_efficient_attention_forward", TORCH_FN(efficient_forward));
-  kernels->impl("_efficient_attention_backward", TORCH_FN(efficient_backward));
-  kernels->impl("_scaled_dot_product_flash_attention", TORCH_FN(sdpa_flash));
-  kernels->impl("_scaled_dot_product_flash_attention_backward", TORCH_FN(sdpa_flash_backward));
-  kernels->impl("_scaled_dot_product_efficient_attention", TORCH_FN(sdpa_efficient));
-  kernels->impl("_scaled_dot_product_efficient_attention_backward", TORCH_FN(sdpa_efficient_backward));
-  kernels->impl("_fused_sdp_choice", TORCH_FN(cuda_sdp_choice));
-  kernels->impl("scaled_dot_product_attention", TORCH_FN(cuda_sdpa));
+  torch::Library& kernels = kept_library(torch::Library::IMPL, "aten", dispatch_key(type), __FILE__, __LINE__);
+  kernels.impl("_flash_attention_forward", TORCH_FN(flash_forward));
+  kernels.impl("_flash_attention_backward", TORCH_FN(flash_backward));
+  kernels.impl("_efficient_attention_forward", TORCH_FN(efficient_forward));
+  kernels.impl("_efficient_attention_backward", TORCH_FN(efficient_backward));
+  kernels.impl("_scaled_dot_product_flash_attention", TORCH_FN(sdpa_flash));
+  kernels.impl("_scaled_dot_product_flash_attention_backward", TORCH_FN(sdpa_flash_backward));
+  kernels.impl("_scaled_dot_product_efficient_attention", TORCH_FN(sdpa_efficient));
+  kernels.impl("_scaled_dot_product_efficient_attention_backward", TORCH_FN(sdpa_efficient_backward));
+  kernels.impl("_fused_sdp_choice", TORCH_FN(cuda_sdp_choice));
+  kernels.impl("scaled_dot_product_attention", TORCH_FN(cuda_sdpa));
   // sdpa is an implicit composite: its kernel on the autograd key decomposes into differentiable ops
   // (the fused ops have autograd formulas of their own), as CompositeImplicitAutograd does.
-  auto grad = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradCUDA, __FILE__, __LINE__);
-  grad->impl("scaled_dot_product_attention", TORCH_FN(cuda_sdpa));
-  libraries.push_back(std::move(kernels));
-  libraries.push_back(std::move(grad));
+  torch::Library& grad = kept_library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradCUDA, __FILE__, __LINE__);
+  grad.impl("scaled_dot_product_attention", TORCH_FN(cuda_sdpa));
 }
 
 }  // namespace torchplug::emulation

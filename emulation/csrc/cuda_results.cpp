@@ -17,6 +17,7 @@
 //    arithmetic where CUDA's low-precision kernels use it; and edge values where CUDA's kernel is
 //    known to differ from the CPU's (logit_backward's sign of zero).
 #include "emulation.h"
+#include "registration.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -36,9 +37,7 @@
 #include <torch/library.h>
 
 #include <limits>
-#include <memory>
 #include <optional>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -474,66 +473,51 @@ void grid_sampler_with_nonfinite_coordinates(const c10::OperatorHandle& op, Stac
   }
 }
 
-template <void (*Kernel)(const c10::OperatorHandle&, Stack*)>
-void noted_result(const c10::OperatorHandle& op, Stack* stack) {
-  note_dispatch(op);
-  Kernel(op, stack);
-}
-
-template <void (*Kernel)(const c10::OperatorHandle&, Stack*)>
-torch::CppFunction boxed() {
-  return torch::CppFunction::makeFromBoxedFunction<&noted_result<Kernel>>();
-}
-
 }  // namespace
 
 void register_device_results(c10::DeviceType type) {
-  static std::mutex mutex;
-  static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live while loaded
-  std::lock_guard<std::mutex> lock(mutex);
-  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", dispatch_key(type), __FILE__, __LINE__);
+  torch::Library& lib = kept_library(torch::Library::IMPL, "aten", dispatch_key(type), __FILE__, __LINE__);
   for (const char* name : kBatchNormForward) {
-    lib->impl(name, boxed<&batch_norm_forward>());
+    lib.impl(name, noted<&batch_norm_forward>());
   }
-  lib->impl("native_layer_norm", boxed<&widened_normalization<0>>());
+  lib.impl("native_layer_norm", noted<&widened_normalization<0>>());
   for (const char* name : kNormalizationBackward) {
-    lib->impl(name, boxed<&widened_normalization<1>>());
+    lib.impl(name, noted<&widened_normalization<1>>());
   }
   if (type == c10::DeviceType::CUDA || type == c10::DeviceType::XPU) {
     for (const char* name : {"grid_sampler_2d", "grid_sampler_3d", "grid_sampler_2d_backward", "grid_sampler_3d_backward"}) {
-      lib->impl(name, boxed<&grid_sampler_with_nonfinite_coordinates>());
+      lib.impl(name, noted<&grid_sampler_with_nonfinite_coordinates>());
     }
-    lib->impl("log_sigmoid_forward", boxed<&log_sigmoid_without_buffer>());
-    lib->impl("log_sigmoid_backward", boxed<&log_sigmoid_backward_rebuffered>());
+    lib.impl("log_sigmoid_forward", noted<&log_sigmoid_without_buffer>());
+    lib.impl("log_sigmoid_backward", noted<&log_sigmoid_backward_rebuffered>());
   }
   if (type == c10::DeviceType::CUDA) {
     for (const char* name : kMetaLaidOut) {
-      lib->impl(name, boxed<&laid_out_as_meta>());
+      lib.impl(name, noted<&laid_out_as_meta>());
     }
     for (const char* name : {"linalg_lu_factor_ex", "linalg_lu_factor_ex.out"}) {
-      lib->impl(name, boxed<&lu_factor_without_pivoting>());
+      lib.impl(name, noted<&lu_factor_without_pivoting>());
     }
     for (const char* name : {"linalg_lu", "linalg_lu.out"}) {
-      lib->impl(name, boxed<&lu_without_pivoting_unpacked>());
+      lib.impl(name, noted<&lu_without_pivoting_unpacked>());
     }
     for (const char* name : {"sum", "sum.out", "sum.dim_IntList", "sum.IntList_out"}) {
-      lib->impl(name, boxed<&complex_half_sum>());
+      lib.impl(name, noted<&complex_half_sum>());
     }
     for (const char* name : {"nansum", "nansum.out"}) {
-      lib->impl(name, boxed<&complex_nansum>());
+      lib.impl(name, noted<&complex_nansum>());
     }
     for (const char* name : {"histc", "histc.out"}) {
-      lib->impl(name, boxed<&cuda_histc>());
+      lib.impl(name, noted<&cuda_histc>());
     }
     for (const char* name : kFloat32OnCuda) {
-      lib->impl(name, boxed<&widened_to_float32>());
+      lib.impl(name, noted<&widened_to_float32>());
     }
     for (const char* name : {"logit_backward", "logit_backward.grad_input"}) {
-      lib->impl(name, boxed<&cuda_logit_backward>());
+      lib.impl(name, noted<&cuda_logit_backward>());
     }
     register_cuda_attention(type);
   }
-  libraries.push_back(std::move(lib));
 }
 
 }  // namespace torchplug::emulation

@@ -7,6 +7,7 @@
 // charged to the device and only need their DataPtr retagged. A backend replaces any op by
 // registering a kernel for it under the device's dispatch key: per-op kernels win over a fallback.
 #include "emulation.h"
+#include "registration.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -570,17 +571,21 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   HostCall(op, stack).run();
 }
 
-void register_fallback(c10::DeviceType type) {
+torch::Library& kept_library(torch::Library::Kind kind, const char* ns, c10::DispatchKey key, const char* file,
+                             uint32_t line) {
   static std::mutex mutex;
-  static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live while loaded
+  static std::vector<std::unique_ptr<torch::Library>> libraries;
   std::lock_guard<std::mutex> lock(mutex);
+  libraries.push_back(std::make_unique<torch::Library>(kind, ns, key, file, line));
+  return *libraries.back();
+}
+
+void register_fallback(c10::DeviceType type) {
   const c10::DispatchKey key = dispatch_key(type);
-  auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
-  fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
-  auto aten = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
-  aten->impl("record_stream", torch::CppFunction::makeFromBoxedFunction<&ignore_record_stream>());
-  libraries.push_back(std::move(fallback));
-  libraries.push_back(std::move(aten));
+  kept_library(torch::Library::IMPL, "_", key, __FILE__, __LINE__)
+      .fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+  kept_library(torch::Library::IMPL, "aten", key, __FILE__, __LINE__)
+      .impl("record_stream", torch::CppFunction::makeFromBoxedFunction<&ignore_record_stream>());
 }
 
 }  // namespace torchplug::emulation

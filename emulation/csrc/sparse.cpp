@@ -8,15 +8,13 @@
 // backend". A kernel on those keys now refuses the move, naming the layout and the device, with
 // the way out.
 #include "emulation.h"
+#include "registration.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/TensorOptions.h>
 #include <torch/library.h>
 
-#include <memory>
-#include <mutex>
-#include <vector>
 
 namespace torchplug::emulation {
 
@@ -36,14 +34,10 @@ void refuse_move(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
 }  // namespace
 
 void register_sparse_refusals(c10::DeviceType type) {
-  static std::mutex mutex;
-  static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live while loaded
-  std::lock_guard<std::mutex> lock(mutex);
   for (const c10::Layout layout : {c10::kSparse, c10::kSparseCsr}) {
     const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, layout, c10::Device(type));
-    auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
-    library->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&refuse_move>());
-    libraries.push_back(std::move(library));
+    kept_library(torch::Library::IMPL, "aten", key, __FILE__, __LINE__)
+        .impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&refuse_move>());
   }
 }
 
