@@ -7,7 +7,8 @@ reference and over torch's own F.rms_norm and silu(a) * b, from the same run.
 On a machine where torchplug's cuda, rocm or xpu backend runs natively it times, in float16:
 rms_norm, fused_add_rms_norm and silu_and_mul at rows x hidden (default 4096 x 8192), and
 rotary_embedding on q/k of rows tokens x 32/8 heads x 128. Each figure is the median of repeats of
-a timed loop between device synchronisations. Peak bandwidth comes from the device's properties
+a timed loop of device time: on CUDA and ROCm the loop queues behind a sleep kernel and device
+events time it, so the host's cost of issuing each call is reported apart ("host us"), not mixed in. Peak bandwidth comes from the device's properties
 (memory clock x bus width) where torch reports them, else from a large device-to-device copy timed
 in the same run (a lower bound of the peak, so the fraction is then an upper bound).
 Verdicts (exit status 1 if one fails): rms_norm, fused_add_rms_norm and silu_and_mul each reach
@@ -47,21 +48,48 @@ def gpu_backend(emulated: bool):
     return next((b for b in found if b.status().mode == wanted), None)
 
 
-def timed(fn, sync, *, repeats: int, loops: int) -> list[float]:
-    """Seconds per call of fn(), one sample per repeat of `loops` calls."""
+def timed(fn, device_module, *, repeats: int, loops: int) -> list[float]:
+    """Seconds per call of fn() on the device, one sample per repeat of `loops` calls. Where the device
+    has a sleep kernel (CUDA, ROCm) the calls queue behind it and device events time them, so the
+    host's cost of issuing a call (Python, the dispatcher, Triton's launcher) is not counted when it
+    exceeds the kernel's; elsewhere wall time between synchronisations."""
+    sync = device_module.synchronize
     fn()
     sync()
+    held = hasattr(device_module, "_sleep") and hasattr(device_module, "Event")
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        if held:
+            start, end = device_module.Event(enable_timing=True), device_module.Event(enable_timing=True)
+            device_module._sleep(20_000_000)  # ~10 ms on a 2 GHz GPU: longer than issuing the loop takes
+            start.record()
+            for _ in range(loops):
+                fn()
+            end.record()
+            sync()
+            samples.append(start.elapsed_time(end) / 1e3 / loops)
+            continue
+        began = time.perf_counter()
         for _ in range(loops):
             fn()
         sync()
-        samples.append((time.perf_counter() - start) / loops)
+        samples.append((time.perf_counter() - began) / loops)
     return samples
 
 
-def peak_bandwidth(device_module, device, sync, repeats, loops) -> tuple[float, str]:
+def host_seconds(fn, device_module, calls: int = 100) -> float:
+    """Seconds the host spends issuing one call of fn() (the device may still be running it)."""
+    fn()
+    device_module.synchronize()
+    began = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    spent = time.perf_counter() - began
+    device_module.synchronize()
+    return spent / calls
+
+
+def peak_bandwidth(device_module, device, repeats, loops) -> tuple[float, str]:
     """Bytes/s of the device's memory: from its properties, else a timed 1 GiB copy."""
     import torch
 
@@ -71,7 +99,7 @@ def peak_bandwidth(device_module, device, sync, repeats, loops) -> tuple[float, 
         return clock_khz * 1e3 * bus_bits / 8 * 2, f"{props.name}: memory clock x bus width (DDR)"
     src = torch.empty(1 << 29, dtype=torch.float16, device=device)
     dst = torch.empty_like(src)
-    seconds = min(timed(lambda: dst.copy_(src), sync, repeats=repeats, loops=loops))
+    seconds = min(timed(lambda: dst.copy_(src), device_module, repeats=repeats, loops=loops))
     return 2 * src.nbytes / seconds, f"{props.name}: measured copy (properties lack the memory clock)"
 
 
@@ -91,7 +119,6 @@ def main() -> int:
     report = Report("gpu_ops", args)
     name, device_module = found.spec.name, getattr(torch, found.spec.device_type)
     device = torch.device(found.spec.device_type, 0)
-    sync = device_module.synchronize
     repeats, loops = (3, 1) if args.emulated else (7, 20)
     rows, hidden = args.rows, args.hidden
     gen = torch.Generator(device="cpu").manual_seed(0)
@@ -120,26 +147,27 @@ def main() -> int:
         ("rotary_embedding", 2 * (q.numel() + k.numel()) * element, lambda: ops.rotary_embedding(q, k, cos, sin),
          lambda: (reference.rotate(q, cos, sin), reference.rotate(k, cos, sin)), None),
     ]
-    peak, peak_source = peak_bandwidth(device_module, device, sync, repeats, max(1, loops // 4))
+    peak, peak_source = peak_bandwidth(device_module, device, repeats, max(1, loops // 4))
     print(f"{name} backend, {device}; peak bandwidth {peak / 1e9:.0f} GB/s ({peak_source})\n")
     rows_out, checks = [], []
     for op, nbytes, ours, plain, torch_own in cases:
         with dispatcher.trace() as t:
             ours()
         served = next((e.served_by for e in t.events if e.op.startswith("torchplug::")), "")
-        samples = timed(ours, sync, repeats=repeats, loops=loops)
+        samples = timed(ours, device_module, repeats=repeats, loops=loops)
         mine = report.add(f"{op} torchplug", samples, "s")
-        ref = report.add(f"{op} plain-torch reference", timed(plain, sync, repeats=repeats, loops=loops), "s")
-        own = (report.add(f"{op} torch", timed(torch_own, sync, repeats=repeats, loops=loops), "s")
+        ref = report.add(f"{op} plain-torch reference", timed(plain, device_module, repeats=repeats, loops=loops), "s")
+        own = (report.add(f"{op} torch", timed(torch_own, device_module, repeats=repeats, loops=loops), "s")
                if torch_own else None)
         gbs = report.add(f"{op} GB/s", [nbytes / seconds / 1e9 for seconds in samples], "GB/s")
         vs_ref = report.record(ref.ratio(mine, f"{op} speed-up vs reference"))
         vs_own = report.record(own.ratio(mine, f"{op} speed-up vs torch")) if own else None
-        rows_out.append([op, served or "(not a kernel route)", f"{mine.median * 1e6:.1f}", gbs.cell,
+        host = host_seconds(ours, device_module, calls=max(loops, 10))
+        rows_out.append([op, served or "(not a kernel route)", f"{mine.median * 1e6:.1f}", f"{host * 1e6:.1f}", gbs.cell,
                          f"{gbs.median * 1e9 / peak:.0%}", vs_ref.cell, vs_own.cell if vs_own else "-"])
         if op != "rotary_embedding":
             checks.append((op, gbs, vs_ref))
-    report.table(["op", "served by", "us", "GB/s", "of peak", "x reference", "x torch"], rows_out)
+    report.table(["op", "served by", "device us", "host us", "GB/s", "of peak", "x reference", "x torch"], rows_out)
     if not args.emulated:
         for op, gbs, vs_ref in checks:
             report.verdict(gbs.median * 1e9 >= BANDWIDTH_TARGET * peak,

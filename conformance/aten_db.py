@@ -473,6 +473,16 @@ def _resolve(name: str) -> Any:
     return op
 
 
+def _exists(name: str) -> bool:
+    """Whether this torch has the op: the table spans releases, and older ones lack newer ops
+    (2.11 has no `_upsample_lanczos2d_aa`)."""
+    try:
+        _resolve(name)
+    except AttributeError:
+        return False
+    return True
+
+
 def _schemas(name: str) -> list[Any]:
     op = _resolve(name)
     if isinstance(op, torch._ops.OpOverload):
@@ -630,10 +640,12 @@ def entries(entry_type: Callable[..., Any]) -> list[Any]:
                           backward_dtypes=frozenset(), supports_out=bool(outs), sample_fn=samples, out_names=outs,
                           validates_inputs=not (trusting or name in _TRUSTING))
 
-    made = [entry(name, make, name) for name, make in forward_table().items()]
-    made += [entry(name, forward_table()[functional], functional) for name, functional in INPLACE.items()]
+    made = [entry(name, make, name) for name, make in forward_table().items() if _exists(name)]
+    made += [entry(name, forward_table()[functional], functional) for name, functional in INPLACE.items()
+             if _exists(name) and _exists(functional)]
     for backward, (forward, overrides) in BACKWARD.items():
         forward = forward or backward.removesuffix("_backward")
-        made.append(entry(backward, functools.partial(_backward_samples, backward, forward, overrides), forward,
-                          trusting=True))
+        if _exists(backward) and _exists(forward.split(".")[0]):
+            made.append(entry(backward, functools.partial(_backward_samples, backward, forward, overrides),
+                              forward, trusting=True))
     return made

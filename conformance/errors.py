@@ -20,7 +20,7 @@ import torch
 
 from .compare import Verdict, outputs
 from .opinfo import OpEntry
-from .sides import Skip, Target, Unsupported, detach, first_line, on_device, on_target, sample_args
+from .sides import Skip, Target, Unsupported, detach, first_line, on_device, on_target, sample_args, synchronize
 
 DERIVED_FROM = 6  # valid samples per op that out-of-range variants are derived from
 
@@ -103,7 +103,8 @@ def errors(entry: OpEntry, case: ErrorCase, target: Target) -> Verdict:
         raise Skip(f"the CPU raises {type(cpu).__name__}, not the {case.error_type.__name__} OpInfo expects: "
                    f"{first_line(cpu)}")
     dev_args, dev_kwargs = on_target(lambda: on_device(entry, *sample_args(case.sample), target))
-    device = _raised(lambda: on_target(lambda: entry.op(*dev_args, **dev_kwargs)))
+    # synchronized: a GPU reports a bad index from inside its kernel, asynchronously (a device-side assert)
+    device = _raised(lambda: on_target(lambda: (entry.op(*dev_args, **dev_kwargs), synchronize(target))))
     expected = f"the CPU raises {type(cpu).__name__}: {first_line(cpu)}"
     if device is None:
         return Verdict(False, f"{case.origin}: raised nothing; {expected}")

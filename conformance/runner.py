@@ -57,6 +57,7 @@ class Worker:
         self.case: str | None = None  # the key of the case running now
         self.side = "device"  # or "reference": the worker is running the case's CPU reference (worker.py)
         self.since = time.monotonic()
+        self.retired = False  # it said it would exit: the device was left unusable (worker.py)
 
     def send(self, message: dict[str, Any]) -> None:
         self.proc.stdin.write((json.dumps(message) + "\n").encode())
@@ -171,7 +172,10 @@ class Runner:
             worker: Worker = key.data
             messages = worker.read()
             if messages is None:
-                self._restart(worker, queue, "crashed", _death(worker))
+                if worker.retired:  # it left on purpose, between cases: a fresh worker takes the rest
+                    self._restart(worker, queue, "retired", "")
+                else:
+                    self._restart(worker, queue, "crashed", _death(worker))
                 continue
             for message in messages:
                 self._handle(worker, message)
@@ -205,6 +209,8 @@ class Runner:
             self.exercised.update(message["overloads"])
         elif "relevant" in message:
             self.relevant = self.relevant or message["relevant"]
+        elif "retire" in message:
+            worker.retired = True
         elif "idle" in message:
             self.on_job_done(worker.job)
             worker.job, worker.case = None, None
@@ -220,6 +226,9 @@ class Runner:
         fresh = self._spawn(index)
         fresh.info = None
         if job is None:
+            return
+        if key is None and status == "retired":
+            queue.appendleft(job)
             return
         if key is None:
             job.crashes_without_case += 1

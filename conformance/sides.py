@@ -40,6 +40,13 @@ class Target:
     dtypes: frozenset[torch.dtype] = frozenset()  # the backend's BackendSpec.dtypes
 
 
+def synchronize(target: Target) -> None:
+    """Wait for the device's queued work, so that an asynchronous error (a GPU kernel's assert) is raised now."""
+    module = getattr(torch, target.device.type, None)
+    if hasattr(module, "synchronize"):
+        module.synchronize()
+
+
 def detach(x: Any, grad: bool = False) -> Any:
     """Fresh copies of the tensors in `x` (requiring grad where `grad` and the original do)."""
     def leaf(t: Any) -> Any:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from .cases import Case, CaseResult
+from .sides import synchronize
 
 SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -62,6 +63,7 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
     fallen_back = fallback.uses(target.backend)
     try:
         verdict = modes.RUNNERS[case.mode](entry, sample, target)
+        synchronize(target)  # an asynchronous device error (a GPU kernel's assert) belongs to this case
         status = "pass" if verdict.ok else "fail"
         result = CaseResult(case, status, verdict.detail, verdict.max_abs, verdict.max_rel, verdict.mismatches,
                             arbitrated=verdict.arbitrated)
@@ -78,6 +80,15 @@ def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
     result.time_s = round(time.perf_counter() - start, 4)
     result.fallback_ops = dict(fallback.uses(target.backend) - fallen_back)  # judged with the manifest (fallback.py)
     return result
+
+
+def usable(target: Any) -> bool:
+    """Whether the device still runs work: CUDA errors such as a device-side assert are sticky."""
+    try:
+        synchronize(target)
+    except Exception:
+        return False
+    return True
 
 
 def run_group(request: dict[str, Any], target: Any, out: TextIO, recorder: Any = None) -> None:
@@ -106,6 +117,10 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO, recorder: Any =
             _send(out, {"result": run_case(case, entry, inputs[mode][index], target).to_json()})
             if recorder is not None and (fresh := recorder.fresh()):
                 _send(out, {"overloads": fresh})
+            if not usable(target):  # a GPU context after a device-side assert: every later case would fail
+                _send(out, {"retire": f"the device is unusable after {case.key}"})
+                out.close()
+                os._exit(0)
 
 
 def main() -> None:

@@ -136,7 +136,8 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
             device_type=spec.device_type,
             dispatch_key=spec.dispatch_key,
             count=count,
-            capacities=(config.capacity(name),) * count,
+            # a real GPU holds its model's memory and no more; TORCHPLUG_EMULATE_MEMORY overrides
+            capacities=(config.capacity(name) or (shape.memory if shape else 0),) * count,
             refused_dtypes=frozenset(refused_dtypes),
             profile=spec.profile,
             shape=shape,

@@ -3,8 +3,9 @@
 TORCHPLUG_EMULATE=xpu,mps,cuda   backend names to emulate (opt-in; nothing is emulated without it)
 TORCHPLUG_EMULATE_DEVICES=2      devices per emulated backend; or per backend: "xpu=2,mps=1". Default 1,
                                  or under torchrun LOCAL_WORLD_SIZE (one device per local rank)
-TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB". Unset: no
-                                 limit (0 is refused: it would be a device that can hold nothing)
+TORCHPLUG_EMULATE_MEMORY=1GiB    capacity of each emulated device; or per backend: "xpu=1GiB". Unset: the
+                                 emulated model's memory, as on the real GPU (no limit for a backend without
+                                 a model); 0 is refused: it would be a device that can hold nothing
 TORCHPLUG_EMULATE_FORCE=1        emulate even where the backend's native probe finds hardware
                                  ("1" for every listed backend, "0" for none, or a list of backend names)
 TORCHPLUG_EMULATE_GPU=h100       the real model an emulated device answers as (capability, memory, SMs);

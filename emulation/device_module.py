@@ -204,8 +204,7 @@ class DeviceModule:
         """torch.cuda's nested statistics, with every key its caching allocator reports.
 
         No block is cached: each allocation is its own segment, reserved and active bytes are the
-        allocated ones, and nothing is split or inactive. The extra "capacity" is
-        TORCHPLUG_EMULATE_MEMORY in bytes (0: unlimited).
+        allocated ones, and nothing is split or inactive. The capacity is mem_get_info()'s total.
         """
         index = self._index(device)
         if not runtime.is_configured(self.type):
@@ -220,7 +219,7 @@ class DeviceModule:
             "oversize_allocations": nothing["all"], "oversize_segments": nothing["all"],
             "num_alloc_retries": 0, "num_ooms": counted["num_ooms"], "num_sync_all_streams": 0,
             "num_device_alloc": blocks["all"]["allocated"], "num_device_free": blocks["all"]["freed"],
-            "max_split_size": -1, "capacity": counted["capacity"],
+            "max_split_size": -1,
         }
         return stats
 

@@ -18,6 +18,7 @@ pytest.importorskip("expecttest", reason="torch's OpInfo database needs expectte
 
 TPBAD = plugin_source("tpbad", tail='''
 import ctypes
+import os
 from torchplug.entrypoints import STANDARD_DTYPES
 
 FakeBackend.spec = BackendSpec(name="tpbad", device_type="tpbad", dispatch_key="PrivateUse1",
@@ -40,6 +41,19 @@ def crashing_cpu_sin(x):
         ctypes.string_at(0)
     return torch.ops.aten.sin.default.redispatch(torch._C.DispatchKeySet("CPU"), x)
 
+_lost = []  # set by sticky_cos: the device is "lost", as a CUDA context after a device-side assert
+
+def sticky_cos(x):
+    marker = os.environ["TPBAD_BREAK_ONCE"]  # once per run, whichever worker gets there first
+    if x.dtype == torch.float32 and not os.path.exists(marker):
+        open(marker, "w").close()
+        _lost.append(True)
+    return torch.cos(x.cpu()).to(x.device)
+
+def synchronize(device=None):
+    if _lost:
+        raise RuntimeError("tpbad error: device-side assert triggered")
+
 def setup(self):
     super(FakeBackend, self).setup()
     from torchplug import emulation
@@ -48,6 +62,8 @@ def setup(self):
     _lib.impl("neg", wrong_neg, "PrivateUse1")
     _lib.impl("exp", crashing_exp, "PrivateUse1")
     _lib.impl("sin", crashing_cpu_sin, "AutogradCPU")  # the CPU reference only: the device never runs it
+    _lib.impl("cos", sticky_cos, "PrivateUse1")
+    torch.tpbad.synchronize = synchronize
 
 FakeBackend.setup = setup
 backend = FakeBackend()
@@ -68,9 +84,9 @@ def tpbad_run(tmp_path_factory):
     make_plugin(root, "tpbad", TPBAD)
     (root / "conformance.toml").write_text(MANIFEST)
     out = root / "out"
-    result = run_cli("check", "tpbad", "--ops", "^(neg|exp|abs|sin)$", "--dtypes", "float32,float16",
+    result = run_cli("check", "tpbad", "--ops", "^(neg|exp|abs|sin|cos)$", "--dtypes", "float32,float16",
                      "--modes", "eager,compile", "--no-runtime-checks", "--report", str(out),
-                     path=root, TORCHPLUG_EMULATE="tpbad")
+                     path=root, TORCHPLUG_EMULATE="tpbad", TPBAD_BREAK_ONCE=str(root / "broke"))
     assert (out / "report.json").is_file(), result.stdout + result.stderr
     report = json.loads((out / "report.json").read_text())
     return root, out, report, result
@@ -98,6 +114,17 @@ def test_a_segfaulting_kernel_is_crashed_and_the_run_finishes(tpbad_run):
     assert crashed and all(c["status"] == "crashed" for c in crashed)
     assert "SIGSEGV" in crashed[0]["detail"]
     assert all(c["status"] == "pass" for c in _cases(report, "exp", "float16"))  # after the crashes, same op
+
+
+def test_a_device_left_unusable_fails_its_case_and_a_fresh_worker_runs_the_rest(tpbad_run):
+    """A GPU kernel's device-side assert surfaces at the next synchronisation and poisons the context:
+    the case that caused it fails with the error, and the worker retires so no later case inherits it."""
+    _, _, report, _ = tpbad_run
+    cases = _cases(report, "cos", "float32")
+    failed = [c for c in cases if c["status"] != "pass"]
+    assert len(failed) == 1 and failed[0]["status"] == "fail", cases
+    assert "device-side assert triggered" in failed[0]["detail"]
+    assert len(cases) > 1 and all(c["status"] == "pass" for c in _cases(report, "cos", "float16"))
 
 
 def test_a_crash_of_the_cpu_reference_is_not_blamed_on_the_device(tpbad_run):

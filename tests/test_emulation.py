@@ -50,7 +50,7 @@ def memory():
     del block
     stats = torch.xpu.memory_stats(1)
     return [during - before, peak - before, torch.xpu.memory_allocated(1) - before,
-            stats["allocation.all.current"] >= 0, stats["capacity"], torch.xpu.mem_get_info(1)[1]]
+            stats["allocation.all.current"] >= 0, "capacity" in stats, torch.xpu.mem_get_info(1)[1]]
 check("memory", memory)
 
 def oom():
@@ -365,9 +365,9 @@ def test_torchplug_list_reports_emulated(session):
 
 
 def test_memory_statistics(session):
-    delta, peak, after, _, capacity, total = value(session, "memory")
+    delta, peak, after, _, extra_key, total = value(session, "memory")
     assert delta == 1 << 20 and peak == 1 << 20 and after == 0
-    assert capacity == total == 64 << 20
+    assert total == 64 << 20 and not extra_key, "memory_stats() holds only the keys a GPU's allocator reports"
 
 
 def test_out_of_memory_raises_and_the_process_keeps_working(session):

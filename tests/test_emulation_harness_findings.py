@@ -9,7 +9,7 @@ from emulation_helpers import run_json
 
 ACCELERATOR_MEMORY = """
 import json, torch
-x = torch.ones(1000, device="{device}")  # 4000 bytes, a small-pool block
+x = torch.ones(1000, device="{device}")  # 4000 bytes, a small-pool block of 4096 (512-byte blocks)
 torch.accelerator.empty_cache()
 stats = torch.accelerator.memory_stats()
 module = getattr(torch, "{device}")
@@ -31,8 +31,8 @@ def test_torch_accelerator_memory_functions_read_the_emulated_allocator(device):
     found = run_json(ACCELERATOR_MEMORY.format(device=device), TORCHPLUG_EMULATE=device)
     assert found["initialized"] is True
     assert all(mine == theirs for mine, theirs in found["same"].values()), found["same"]
-    assert found["same"]["allocated_bytes.all.current"][0] == 4000
-    assert (found["allocated"], found["peak_before"], found["peak_after_reset"]) == (0, 4000, 0)
+    assert found["same"]["allocated_bytes.all.current"][0] == 4096
+    assert (found["allocated"], found["peak_before"], found["peak_after_reset"]) == (0, 4096, 0)
 
 
 NONCONTIGUOUS_WRITES = """

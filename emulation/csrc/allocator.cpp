@@ -68,8 +68,16 @@ StatPool pool_of(int64_t nbytes) {
   return nbytes <= kSmallBlockBytes ? kSmallPool : kLargePool;
 }
 
-void charge(c10::Device device, int64_t nbytes) {
+// torch's device caching allocators (CUDA/HIP, XPU) hand out blocks in multiples of 512 bytes, and
+// memory_allocated() counts the blocks: a 4000-byte tensor counts 4096 on a GPU, so it does here.
+int64_t block_bytes(int64_t nbytes) {
+  constexpr int64_t kBlockRound = 512;
+  return (nbytes + kBlockRound - 1) / kBlockRound * kBlockRound;
+}
+
+void charge(c10::Device device, int64_t requested) {
   check_index(device.type(), device.index());
+  const int64_t nbytes = block_bytes(requested);
   DeviceStats& s = stats_of(device);
   Stat& total = s.bytes[kAllPools];
   const int64_t now = total.current.fetch_add(nbytes) + nbytes;
@@ -79,8 +87,9 @@ void charge(c10::Device device, int64_t nbytes) {
     s.num_ooms.fetch_add(1);
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "torchplug emulated ", device, " is out of memory: tried to allocate ",
-        format_bytes(nbytes), " with ", format_bytes(now - nbytes), " already allocated, capacity ",
-        format_bytes(capacity), " (TORCHPLUG_EMULATE_MEMORY). Free some tensors or raise the capacity.");
+        format_bytes(requested), " with ", format_bytes(now - nbytes), " already allocated, capacity ",
+        format_bytes(capacity), " (the emulated model's memory, or TORCHPLUG_EMULATE_MEMORY). Free some tensors, "
+        "or raise the capacity with TORCHPLUG_EMULATE_MEMORY.");
   }
   total.note_added(now, nbytes);
   s.blocks[kAllPools].add(1);
@@ -88,7 +97,8 @@ void charge(c10::Device device, int64_t nbytes) {
   s.blocks[pool_of(nbytes)].add(1);
 }
 
-void refund(c10::Device device, int64_t nbytes) {
+void refund(c10::Device device, int64_t requested) {
+  const int64_t nbytes = block_bytes(requested);
   DeviceStats& s = stats_of(device);
   for (StatPool pool : {kAllPools, pool_of(nbytes)}) {
     s.bytes[pool].remove(nbytes);
@@ -125,11 +135,15 @@ void* raw_block(size_t capacity, c10::Device charged_to, bool charged, bool& fro
   from_original = g_original_raw;
   try {
     return from_original ? g_original->raw_allocate(capacity + kHeaderBytes) : c10::alloc_cpu(capacity + kHeaderBytes);
-  } catch (...) {
-    if (charged) {
-      refund(charged_to, static_cast<int64_t>(capacity));
+  } catch (const c10::Error&) {
+    if (!charged) {
+      throw;
     }
-    throw;
+    refund(charged_to, static_cast<int64_t>(capacity));
+    // A GPU out of memory raises OutOfMemoryError; so does a device whose backing host memory ran out.
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "torchplug emulated ", charged_to, " is out of memory: the host could "
+                     "not allocate ", format_bytes(capacity), " to back it. Free some tensors, or set "
+                     "TORCHPLUG_EMULATE_MEMORY below the host's free memory.");
   }
 }
 

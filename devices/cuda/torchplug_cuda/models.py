@@ -24,9 +24,11 @@ def _nvidia(model: str, name: str, capability: tuple[int, int], sms: int, memory
 
 
 A100 = _nvidia("a100", "NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 40, 163)
-H100 = _nvidia("h100", "NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 50, 227)
+# memory: torch's total_memory (the driver's totalGlobalMem), a little below nvidia-smi's figure (H100:
+# 81089 MiB on the recorded H100 against nvidia-smi's 81559; T4: 15109 against 15360)
+H100 = _nvidia("h100", "NVIDIA H100 80GB HBM3", (9, 0), 132, 81089, 50, 227)
 B200 = _nvidia("b200", "NVIDIA B200", (10, 0), 148, 183359, 126, 227)
 L4 = _nvidia("l4", "NVIDIA L4", (8, 9), 58, 23034, 48, 99, threads_per_sm=1536)
-T4 = _nvidia("t4", "Tesla T4", (7, 5), 40, 15360, 4, 64, threads_per_sm=1024)
+T4 = _nvidia("t4", "Tesla T4", (7, 5), 40, 15109, 4, 64, threads_per_sm=1024)
 V100 = _nvidia("v100", "Tesla V100-SXM2-32GB", (7, 0), 80, 32768, 6, 96, arches=CUDA_12_6_ARCHES)
 OTHERS = (H100, B200, L4, T4, V100)
