@@ -65,7 +65,7 @@ def _compiled(build_directory: Path) -> tuple[list[str], list[str]]:
     return flags, sorted(Path(source).name for source in re.findall(r"^build \S+\.o: compile (\S+)$", ninja, re.M))
 
 
-def test_glue_compiles_at_O1_and_the_cpu_kernels_apart_at_O3():
+def test_glue_compiles_at_O1_and_the_cpu_kernels_apart_at_O3(tmp_path):
     from torchplug.dispatcher.native import extension as dispatcher
     from torchplug_cpu import kernels
 
@@ -78,7 +78,15 @@ def test_glue_compiles_at_O1_and_the_cpu_kernels_apart_at_O3():
     unity = (build / "unity.cpp").read_text()
     assert unity.startswith('#pragma GCC optimize("O1", "inline-small-functions")') and not any(f"/{name}" in unity for name in files)
     # ... and no glue file pulls in every op's declaration (ATen/Functions.h; ATen/native/Resize.h did)
-    headers = run_process(["c++", *flags, "-M", build / "unity.cpp"], cwd=build).stdout
+    # The cache is shared by source content: the cached unity may name the same sources in another
+    # environment (since deleted), so it is read with this environment's copies of them.
+    roots = [Path(kernels.__file__).parent, Path(dispatcher().__file__).parent]
+    here = re.sub(r'#include "(/[^"]+)"', lambda m: '#include "{}"'.format(
+        next(p for root in roots for p in root.rglob(Path(m[1]).name))), unity)
+    (tmp_path / "unity.cpp").write_text(here)
+    torch_root = str(Path(torch.__file__).parent)
+    flags = [re.sub(r"^/\S*/torch(?=/include)", torch_root, flag) for flag in flags]  # torch's headers, here
+    headers = run_process(["c++", *flags, "-M", tmp_path / "unity.cpp"], cwd=build).stdout
     assert "ATen/Functions.h" not in headers and "ATen/ops/empty.h" in headers
 
 
