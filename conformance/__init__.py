@@ -33,7 +33,8 @@ MOVED = {
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports an old path as the module at its new one (the same module object), with a DeprecationWarning."""
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: object = None,
+                  target: object = None) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
         if package != __name__ or name not in MOVED:
             return None

@@ -60,7 +60,7 @@ def _with_input(sample: Any, new: torch.Tensor) -> Any:
 
 
 def edge(entry: OpEntry, sample: Any, target: Target) -> Verdict:
-    """The sample at the edges of values and shapes (edge_values.py), each variant held to the CPU's
+    """The sample at the edges of values and shapes (edge_variants above), each variant held to the CPU's
     results, a zero's sign included. A variant the CPU rejects (an empty input some ops refuse) is not judged."""
     # resize_, resize_as_ write their input; internal kernels trust their caller for its shape
     variants = edge_variants(sample, fixed_shape=entry.name.endswith("_") or not entry.validates_inputs)
