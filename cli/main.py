@@ -1,5 +1,5 @@
 """The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op
-routes, `check` runs the conformance suite, `build` compiles the C++ extensions (cli/build.py)."""
+routes, `check` runs the conformance suite (cli/check.py), `build` compiles the C++ extensions (cli/build.py)."""
 
 import argparse
 import difflib
