@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from torchplug.conformance.cases.case import Case, CaseResult
+from torchplug.conformance.report.groups import cause, failure_groups
 from torchplug.conformance.verdicts.compare import compare, statistics
 from torchplug.conformance.verdicts.manifest import Entry, Manifest, ManifestError, load, updated
-from torchplug.conformance.report.groups import cause, failure_groups
 
 
 def test_per_dtype_tolerance_and_nan():
@@ -199,10 +199,10 @@ def test_the_out_mode_skips_an_op_whose_cpu_out_disagrees_with_the_cpu_itself():
     device cannot be held to either. A fake op with that defect shows the verdict."""
     from torch.testing._internal.opinfo.core import SampleInput
 
+    from torchplug.conformance.cases.opinfo import OpEntry
     from torchplug.conformance.modes.out import out
     from torchplug.conformance.modes.sides import Skip
     from torchplug.conformance.target import Target
-    from torchplug.conformance.cases.opinfo import OpEntry
 
     def doubled(x, *, out=None):
         if out is None:
@@ -222,9 +222,9 @@ def test_the_out_mode_arbitrates_a_rounding_difference_with_float64():
 
     from torch.testing._internal.opinfo.core import SampleInput
 
+    from torchplug.conformance.cases.opinfo import OpEntry
     from torchplug.conformance.modes.out import out
     from torchplug.conformance.target import Target
-    from torchplug.conformance.cases.opinfo import OpEntry
 
     on_reference = []
 

@@ -66,9 +66,9 @@ def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: st
             if not chosen:
                 continue
             if dtype_name not in backend_dtypes:
-                unrunnable += [CaseResult(Case(name, dtype_name, mode, selection.sample or 0), "unsupported-dtype",
+                unrunnable += [CaseResult(Case(name, dtype_name, m, selection.sample or 0), "unsupported-dtype",
                                           f"the backend does not list {dtype_name} in its BackendSpec.dtypes")
-                               for mode in chosen]
+                               for m in chosen]
                 continue
             groups.append(Group(name, dtype_name, chosen, {m: mode(m).sample_count(selection.tier) for m in chosen}))
     return Plan(groups, unrunnable, mode_notes)

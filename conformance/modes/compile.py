@@ -73,6 +73,7 @@ def compile(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     return verdict
 
 
+# Compiling costs seconds per graph: below the full tier it runs on one dtype, and its groups start first.
 MODE = Mode("compile", compile, follows="noncontiguous", holds_to="values", samples={"smoke": 1, "standard": 1},
             tier_ops={"smoke": SMOKE_OPS, "standard": STANDARD_OPS}, one_dtype_in=("smoke", "standard"),
             needs_compile=True, slow=True, pytorch_test=("TestInductorOpInfo", "test_comprehensive"))
