@@ -14,7 +14,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import warnings
-from types import ModuleType
+from types import CodeType, ModuleType
 
 # Deprecated: the modules' paths before the split by role (torchplug.conformance.<old> -> <new>).
 MOVED = {
@@ -41,7 +41,7 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        new = f"{__name__}.{MOVED[spec.name.rpartition('.')[2]]}"
+        new = _new_path(spec.name)
         warnings.warn(f"{spec.name} moved to {new}; the old path will be removed", DeprecationWarning, stacklevel=2)
         module = importlib.import_module(new)
         spec.loader_state = module.__spec__  # the import system sets the alias spec on the module: restored below
@@ -50,6 +50,15 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         """The module ran when it was imported at its new path: only its own spec is put back."""
         module.__spec__ = module.__spec__.loader_state
+
+    def get_code(self, fullname: str) -> CodeType:
+        """`python -m <old path>` (the worker's command before the split) runs the module at its new path."""
+        return compile(f"import runpy\nrunpy.run_module({_new_path(fullname)!r}, run_name='__main__', alter_sys=True)",
+                       fullname, "exec")
+
+
+def _new_path(old: str) -> str:
+    return f"{__name__}.{MOVED[old.rpartition('.')[2]]}"
 
 
 sys.meta_path.append(_MovedModules())

@@ -1,11 +1,13 @@
 """A conformance mode is one module with one `Mode` record: the suite finds, orders and plans it from that alone."""
 
 import importlib
+import json
 import sys
 import textwrap
 
 import pytest
 import torch
+from conftest import clean_env, run_process
 
 from torchplug.conformance import modes
 from torchplug.conformance.modes import Mode, all_modes, mode, mode_names
@@ -109,3 +111,11 @@ def test_the_old_module_paths_still_import_with_a_deprecation_warning():
     assert old is compare and compare.__spec__.name == "torchplug.conformance.verdicts.compare"
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("torchplug.conformance.no_such_module")
+
+
+def test_the_old_worker_command_still_runs_the_worker():
+    """`python -m torchplug.conformance.worker` was the worker's command before the split."""
+    done = run_process([sys.executable, "-m", "torchplug.conformance.worker", "no-such-backend"], input="",
+                       env=clean_env())
+    message = json.loads(done.stdout.splitlines()[0])
+    assert "no-such-backend" in message["fatal"], done.stdout + done.stderr
