@@ -1,7 +1,7 @@
 """The conformance suite: op x dtype x mode matrix for a backend, held to the CPU (docs/conformance.md).
 
   cases/     what a run is made of: ops and samples (opinfo, aten_db), the case record, tiers, the plan
-  modes/     the ways a case runs an op; one module per mode, each with its `Mode` record (modes/mode.py)
+  modes/     the ways a case runs an op; one module per mode, each with its `Mode` record (modes/record.py)
   verdicts/  what a result means: value comparison, statuses, the manifest, fallback legality
   running/   how a run happens: the engine, worker processes, runtime checks, progress
   report/    the JSON report and the views derived from it, and the export to PyTorch's tests

@@ -16,7 +16,7 @@ TWICE = '''
 """Test mode: the op run twice on the device gives the same result."""
 
 from ..verdicts.compare import compare, outputs
-from .mode import Mode
+from .record import Mode
 from .sides import host, on_device, on_target, sample_args
 
 
@@ -87,7 +87,7 @@ def test_one_module_adds_a_mode_that_is_placed_planned_and_run(extra_mode_module
      "conformance modes 'eager' and 'twice' both come first"),
 ], ids=["unknown", "taken", "two-first"])
 def test_a_mode_in_no_place_or_a_taken_one_is_refused_with_both_names(extra_mode_module, record, said):
-    extra_mode_module("from .mode import Mode\n\n\ndef twice(entry, sample, target):\n    pass\n\n\n" + record + "\n")
+    extra_mode_module("from .record import Mode\n\n\ndef twice(entry, sample, target):\n    pass\n\n\n" + record + "\n")
     with pytest.raises(ImportError, match=said.replace("(", r"\(")):
         all_modes()
 

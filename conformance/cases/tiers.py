@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ...dispatcher.portable import PUBLIC_OPS
 
 if TYPE_CHECKING:
-    from ..modes.mode import Mode
+    from ..modes.record import Mode
 
 TIERS = ("smoke", "standard", "full")
 DEFAULT_DTYPES = ("float32", "float16", "bfloat16")

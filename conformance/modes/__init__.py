@@ -1,4 +1,4 @@
-"""The conformance modes: each module of this package that defines `MODE` (a `Mode`, mode.py) is one.
+"""The conformance modes: each module of this package that defines `MODE` (a `Mode`, record.py) is one.
 
 A mode is added by writing one module here; nothing else names it. Its `follows` field places it in
 the list (the order --modes shows, reports list and a group's cases run in); a mode that follows
@@ -15,7 +15,7 @@ import torch
 
 from ..cases.opinfo import OpEntry
 from ..target import Target
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, Unsupported, first_line
 
 __all__ = ["MODES", "Mode", "Skip", "Target", "Unsupported", "all_modes", "case_input", "first_line", "inputs_for",

@@ -14,7 +14,7 @@ import torch
 from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, compare, outputs, statistics
-from .mode import Mode
+from .record import Mode
 from .sides import detach, host, on_cpu, on_device, on_target, sample_args, widen
 
 

@@ -7,7 +7,7 @@ import torch
 from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, compare, outputs
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, detach, host, misplaced, on_cpu, on_device, on_target, sample_args, widen
 
 

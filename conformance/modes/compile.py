@@ -10,7 +10,7 @@ from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict
 from .forward import judge, run_forward
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, Unsupported, detach, first_line, sample_args
 
 # torch.compile costs seconds per graph (and each worker imports Inductor once), so the smaller

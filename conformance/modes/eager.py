@@ -6,7 +6,7 @@ from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict
 from .forward import run_forward
-from .mode import Mode
+from .record import Mode
 
 
 def eager(entry: OpEntry, sample: Any, target: Target) -> Verdict:

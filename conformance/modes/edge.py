@@ -20,7 +20,7 @@ from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, outputs
 from .forward import judge_variants
-from .mode import Mode
+from .record import Mode
 
 
 def _edge_values(dtype: torch.dtype) -> list[float]:

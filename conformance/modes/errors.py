@@ -22,7 +22,7 @@ from ..cases.opinfo import OpEntry
 from ..cases.tiers import TIERS
 from ..target import Target, synchronize
 from ..verdicts.compare import Verdict, outputs
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, Unsupported, detach, first_line, on_device, on_target, sample_args
 
 DERIVED_FROM = 6  # valid samples per op that out-of-range variants are derived from

@@ -19,7 +19,7 @@ from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, outputs
 from .meta import MetaReference
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, detach, on_cpu, on_device, on_target, sample_args
 
 

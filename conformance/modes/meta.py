@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_map
 from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, outputs
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, detach, first_line, on_cpu, on_device, on_target, sample_args
 
 

@@ -9,7 +9,7 @@ from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, outputs
 from .forward import run_forward
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, sample_args
 
 

@@ -8,7 +8,7 @@ from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, outputs
 from .forward import float64_reference, judge
-from .mode import Mode
+from .record import Mode
 from .sides import Skip, Unsupported, detach, has_tensor, on_cpu, on_device, on_target, sample_args
 
 

@@ -17,7 +17,7 @@ from ..cases.opinfo import OpEntry
 from ..target import Target
 from ..verdicts.compare import Verdict, outputs
 from .forward import judge_variants
-from .mode import Mode
+from .record import Mode
 from .sides import Skip
 
 # Clamped before the cast: a float past int64's range (inf, 1e30) converts to an unspecified value.

@@ -17,7 +17,7 @@ from typing import Any
 from ..cases.case import Case, CaseResult
 from ..cases.plan import Group
 from ..modes import mode
-from ..modes.mode import SLOW_TIMEOUT_FACTOR
+from ..modes.record import SLOW_TIMEOUT_FACTOR
 
 STARTUP_TIMEOUT_S = 600.0  # the first use of an emulated device may compile its runtime
 
