@@ -1,8 +1,8 @@
 """The conformance modes: each module of this package that defines `MODE` (a `Mode`, record.py) is one.
 
 A mode is added by writing one module here; nothing else names it. Its `follows` field places it in
-the list (the order --modes shows, reports list and a group's cases run in); a mode that follows
-the last one, or one that follows a mode another one follows too, is refused when the package loads.
+the list (the order --modes shows, reports list and a group's cases run in); a mode that follows no
+mode, or takes the place of another one, is refused when the package loads, naming both.
 Shared machinery: sides.py (the CPU and device sides of a case), forward.py (how value modes run).
 """
 
