@@ -1,5 +1,5 @@
 """The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op
-routes, `check` runs the conformance suite, `build` compiles the C++ extensions (cli/build.py)."""
+routes, `check` runs the conformance suite (cli/check.py), `build` compiles the C++ extensions (cli/build.py)."""
 
 import argparse
 import difflib
@@ -220,8 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cover.add_argument("--compare", metavar="OTHER", help="each op's route on BACKEND and on OTHER side by side")
     cover.add_argument("--differing", action="store_true", help="with --compare: only ops whose routes differ")
     cover.set_defaults(run=cmd_coverage)
-    from ..conformance.cli import add_parser as add_check
     from .build import add_parser as add_build
+    from .check import add_parser as add_check
 
     add_build(commands)
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from .cases import MODES, Case, CaseResult
-from .status import NOT_JUDGED
-from .tiers import TIERS, Selection, default_dtypes
+from .cases.case import Case, CaseResult
+from .cases.tiers import TIERS, Selection, default_dtypes
+from .verdicts.status import NOT_JUDGED
 
 SUITE = pytest.StashKey["Suite"]()
 
@@ -23,7 +23,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("torchplug", "torchplug conformance cases")
     group.addoption("--torchplug-backend", help="collect torchplug check's cases for this backend")
     group.addoption("--torchplug-tier", choices=TIERS, default="smoke")
-    group.addoption("--torchplug-modes", default=",".join(MODES))
+    group.addoption("--torchplug-modes", help="comma-separated mode names (default: every mode)")
     group.addoption("--torchplug-dtypes", help="comma-separated dtype names (default: the tier's)")
     group.addoption("--torchplug-ops", help="regular expression over op names")
     group.addoption("--torchplug-workers", type=int, default=2)
@@ -34,14 +34,15 @@ class Suite:
     """The run shared by every item of the session: workers, manifest, results by case key."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from .manifest import load, locate
-        from .plan import worker_environment
-        from .runner import Runner
+        from .cases.plan import worker_environment
+        from .modes import mode_names
+        from .running.runner import Runner
+        from .verdicts.manifest import load, locate
 
         option = config.getoption
         self.backend = option("--torchplug-backend")
-        tier, dtypes = option("--torchplug-tier"), option("--torchplug-dtypes")
-        self.selection = Selection(tier, tuple(option("--torchplug-modes").split(",")),
+        tier, dtypes, modes = option("--torchplug-tier"), option("--torchplug-dtypes"), option("--torchplug-modes")
+        self.selection = Selection(tier, tuple(modes.split(",")) if modes else mode_names(),
                                    tuple(dtypes.split(",")) if dtypes else default_dtypes(tier), option("--torchplug-ops"))
         self.manifest = load(locate(self.backend))
         self.results: dict[str, CaseResult] = {}
@@ -56,8 +57,8 @@ class Suite:
         """Every case of the plan, with its samples counted (samples are generated here, on the CPU)."""
         import torch
 
-        from . import opinfo
-        from .plan import plan_on
+        from .cases import opinfo
+        from .cases.plan import plan_on
 
         plan, _ = plan_on(self.runner, self.selection, self.manifest)
         for result in plan.unrunnable:
@@ -71,8 +72,8 @@ class Suite:
         return sorted(cases)
 
     def run(self, cases: list[Case]) -> None:
-        from .plan import Group
-        from .runner import Job
+        from .cases.plan import Group
+        from .running.runner import Job
 
         self.ran = True
         wanted: dict[tuple[str, str], dict[str, list[int]]] = {}
@@ -119,7 +120,7 @@ class CaseItem(pytest.Item):
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--torchplug-backend"):
         return
-    from .runner import CheckError
+    from .running.runner import CheckError
 
     try:
         suite = config.stash[SUITE] = Suite(config)

@@ -2,11 +2,29 @@
 
 import contextlib
 import platform
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .modes import Target
+
+@dataclass
+class Target:
+    """The device under test and the CPU reference it is held to."""
+
+    backend: str
+    device: torch.device
+    reference: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    compile_reason: str | None = None  # why torch.compile cannot target the device, None if it can
+    dtypes: frozenset[torch.dtype] = frozenset()  # the backend's BackendSpec.dtypes
+
+
+def synchronize(target: Target) -> None:
+    """Wait for the device's queued work, so that an asynchronous error (a GPU kernel's assert) is raised now."""
+    module = getattr(torch, target.device.type, None)
+    if hasattr(module, "synchronize"):
+        module.synchronize()
 
 
 def _compile_reason(backend: Any) -> str | None:

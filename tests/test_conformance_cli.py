@@ -82,7 +82,7 @@ REFUSE = """
     import sys
     from torchplug.cli import main
     code = main(["check", "xpu", *sys.argv[1:]])
-    slow = ("torchplug.conformance.runner", "torch.testing._internal.opinfo.core", "torch._inductor")
+    slow = ("torchplug.conformance.running.runner", "torch.testing._internal.opinfo.core", "torch._inductor")
     print(code, *(name in sys.modules for name in slow))
 """
 

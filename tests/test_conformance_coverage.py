@@ -51,8 +51,8 @@ def test_the_aten_entries_reach_their_overloads(aten_run):
 def test_backward_samples_derive_from_the_forward_by_argument_name():
     """max_pool2d_with_indices_backward's arguments come from the forward's sample and results: its
     grad_output has the forward result's shape, its indices are the forward's indices."""
-    from torchplug.conformance import aten_db
-    from torchplug.conformance.opinfo import all_ops
+    from torchplug.conformance.cases import aten_db
+    from torchplug.conformance.cases.opinfo import all_ops
 
     entry = all_ops()["aten.max_pool2d_with_indices_backward"]
     assert entry.out_names == ("grad_input",) and entry.supports_out and not entry.validates_inputs

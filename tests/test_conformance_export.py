@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import clean_env, run_cli, run_process
-from torchplug.conformance.manifest import Entry
+from torchplug.conformance.verdicts.manifest import Entry
 
 GENERIC_TESTS = Path(__file__).with_name("pytorch_export") / "generic_tests.py"
 # Written with the manifest's own writer (its round trip is tested in test_conformance_units).

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from torchplug.conformance import status
+from torchplug.conformance.verdicts import status
 from torchplug.conformance.report import html
 
 AA = 4.5  # WCAG 2 level AA, normal-size text

@@ -6,10 +6,10 @@ import warnings
 import pytest
 import torch
 
-from torchplug.conformance.cases import Case, CaseResult
-from torchplug.conformance.compare import compare, statistics
-from torchplug.conformance.manifest import Entry, Manifest, ManifestError, load, updated
+from torchplug.conformance.cases.case import Case, CaseResult
 from torchplug.conformance.report.groups import cause, failure_groups
+from torchplug.conformance.verdicts.compare import compare, statistics
+from torchplug.conformance.verdicts.manifest import Entry, Manifest, ManifestError, load, updated
 
 
 def test_per_dtype_tolerance_and_nan():
@@ -118,7 +118,7 @@ def test_update_manifest_drops_fixed_entries_and_groups_new_failures():
     ("aten::add.Tensor", None), ("aten::add.out", None),  # out= writes arguments the caller handed over
 ])
 def test_ops_that_must_never_fall_back_are_told_by_their_schema(op, why):
-    from torchplug.conformance.fallback import why_illegal
+    from torchplug.conformance.verdicts.fallback import why_illegal
 
     assert why_illegal(op) == why
 
@@ -149,7 +149,7 @@ def test_fallback_verdicts_and_the_manifests_native_ops(tmp_path):
 
 
 def test_zero_signs_are_held_to_the_cpus():
-    from torchplug.conformance.compare import zero_signs
+    from torchplug.conformance.verdicts.compare import zero_signs
 
     cpu = [torch.tensor([0.0, -0.0, 1.0])]
     assert zero_signs([torch.tensor([0.0, -0.0, 1.0])], cpu) == ""
@@ -160,7 +160,7 @@ def test_zero_signs_are_held_to_the_cpus():
 def test_scalar_type_variants_put_integers_and_bools_where_the_sample_has_floats():
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from torchplug.conformance.scalar_types import scalar_type_variants
+    from torchplug.conformance.modes.scalar_types import scalar_type_variants
 
     x, exponent = torch.randn(3), torch.tensor([1.4, -2.6, float("inf")])
     variants = dict(scalar_type_variants(SampleInput(x, args=(exponent,), kwargs={"weight": torch.ones(3)})))
@@ -172,7 +172,7 @@ def test_scalar_type_variants_put_integers_and_bools_where_the_sample_has_floats
 
 
 def test_the_audit_counts_what_is_in_reach_and_says_why_the_rest_is_not_exercised():
-    from torchplug.conformance.exercised import audit
+    from torchplug.conformance.running.exercised import audit
 
     relevant = ["aten::add.Tensor", "aten::add.out", "aten::_sparse_mm", "aten::gelu_backward", "aten::lerp.Scalar",
                 "aten::gelu_backward.grad_input", "aten::_foobar"]
@@ -188,7 +188,7 @@ def test_the_audit_counts_what_is_in_reach_and_says_why_the_rest_is_not_exercise
 
 
 def test_the_standard_tier_runs_integer_and_bool_cases_by_default():
-    from torchplug.conformance.tiers import default_dtypes
+    from torchplug.conformance.cases.tiers import default_dtypes
 
     assert default_dtypes("smoke") == ("float32", "float16", "bfloat16")
     assert {"int64", "bool"} <= set(default_dtypes("standard")) and default_dtypes("full") == default_dtypes("standard")
@@ -199,8 +199,10 @@ def test_the_out_mode_skips_an_op_whose_cpu_out_disagrees_with_the_cpu_itself():
     device cannot be held to either. A fake op with that defect shows the verdict."""
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from torchplug.conformance.modes import Skip, Target, out
-    from torchplug.conformance.opinfo import OpEntry
+    from torchplug.conformance.cases.opinfo import OpEntry
+    from torchplug.conformance.modes.out import out
+    from torchplug.conformance.modes.sides import Skip
+    from torchplug.conformance.target import Target
 
     def doubled(x, *, out=None):
         if out is None:
@@ -220,8 +222,9 @@ def test_the_out_mode_arbitrates_a_rounding_difference_with_float64():
 
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from torchplug.conformance.modes import Target, out
-    from torchplug.conformance.opinfo import OpEntry
+    from torchplug.conformance.cases.opinfo import OpEntry
+    from torchplug.conformance.modes.out import out
+    from torchplug.conformance.target import Target
 
     on_reference = []
 
@@ -254,7 +257,7 @@ def test_the_out_mode_arbitrates_a_rounding_difference_with_float64():
 
 
 def test_every_report_names_every_status_and_the_groups_come_from_one_place():
-    from torchplug.conformance import status
+    from torchplug.conformance.verdicts import status
     from torchplug.conformance.report import html, markdown
 
     assert set(markdown.SYMBOLS) == set(html.COLOURS) == set(status.STATUSES)
@@ -267,7 +270,7 @@ def test_edge_values_fill_strided_inputs_and_leave_a_sparse_one_as_it_is():
     mode with copy_'s layout error, a defect of the suite, not of the backend."""
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from torchplug.conformance.edge_values import edge_variants
+    from torchplug.conformance.modes.edge import edge_variants
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Sparse CSR tensor support is in beta state"
@@ -284,8 +287,8 @@ def test_edge_values_fill_strided_inputs_and_leave_a_sparse_one_as_it_is():
 def test_the_aten_table_leaves_out_ops_this_torch_lacks(monkeypatch):
     """The table spans torch releases: an op an older torch lacks (2.11 has no _upsample_lanczos2d_aa)
     is left out, where it stopped `torchplug check` before any case ran."""
-    from torchplug.conformance import aten_db
-    from torchplug.conformance.opinfo import OpEntry
+    from torchplug.conformance.cases import aten_db
+    from torchplug.conformance.cases.opinfo import OpEntry
 
     table = aten_db.forward_table()
     monkeypatch.setattr(aten_db, "forward_table", lambda: {**table, "_not_in_this_torch": lambda: []})

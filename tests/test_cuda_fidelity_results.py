@@ -387,9 +387,10 @@ def test_the_meta_mode_finds_a_result_laid_out_otherwise_than_the_meta_function_
     value modes pass it, the meta mode names the strides."""
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from torchplug.conformance.meta import meta
-    from torchplug.conformance.modes import Target, eager
-    from torchplug.conformance.opinfo import OpEntry
+    from torchplug.conformance.modes.meta import meta
+    from torchplug.conformance.modes.eager import eager
+    from torchplug.conformance.target import Target
+    from torchplug.conformance.cases.opinfo import OpEntry
 
     lib = torch.library.Library("fid29_meta", "DEF")
     lib.define("column_major(Tensor x) -> Tensor")

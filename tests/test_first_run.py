@@ -110,7 +110,7 @@ def test_without_emulation_torchs_error_says_how_to_emulate_the_device(device, h
 # 5. `torchplug check`'s summary must agree with its exit code.
 
 def test_a_failed_runtime_check_is_shown_in_full_and_not_called_a_clean_run():
-    from torchplug.conformance.cli import failed
+    from torchplug.conformance.report import failed
     from torchplug.conformance.report.console import render
 
     detail = "TypeError: " + "a long reason that a terminal would cut " * 5 + "ends here"
@@ -197,7 +197,7 @@ def test_check_reports_an_unknown_plugin_before_starting_the_suite():
         import sys
         from torchplug.cli import main
         code = main(["check", "nosuchdevice"])
-        print(code, "torchplug.conformance.runner" in sys.modules, "torch.testing._internal.opinfo.core" in sys.modules)
+        print(code, "torchplug.conformance.running.runner" in sys.modules, "torch.testing._internal.opinfo.core" in sys.modules)
     """)
     assert result.stdout.split() == ["2", "False", "False"], result.stdout
     assert "no torchplug plugin named 'nosuchdevice'" in result.stderr

@@ -3,9 +3,9 @@
 from pathlib import Path
 from typing import Any
 
-from .schema import SCHEMA, load, repro_command, repro_snippet, summary, write_json
+from .schema import SCHEMA, failed, load, repro_command, repro_snippet, summary, write_json
 
-__all__ = ["SCHEMA", "load", "repro_command", "repro_snippet", "summary", "write_all", "write_json"]
+__all__ = ["SCHEMA", "failed", "load", "repro_command", "repro_snippet", "summary", "write_all", "write_json"]
 
 
 def write_all(report: dict[str, Any], directory: Path) -> list[Path]:

@@ -3,7 +3,7 @@
 from typing import Any
 
 from ...table import format_table
-from ..status import CRASHES, FAILING, PASSING
+from ..verdicts.status import CRASHES, FAILING, PASSING
 from .console import mode_rows
 
 GOOD, BAD = PASSING, FAILING

@@ -3,7 +3,7 @@
 from typing import Any
 
 from ...table import format_table
-from ..status import FAILING
+from ..verdicts.status import FAILING
 from .coverage import coverage_line
 from .groups import failure_groups
 from .schema import interruption

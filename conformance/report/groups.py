@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..status import PROBLEMS
+from ..verdicts.status import PROBLEMS
 
 
 def cause(detail: str) -> str:

@@ -6,7 +6,7 @@ import html
 import json
 from typing import Any
 
-from ..status import PROBLEMS
+from ..verdicts.status import PROBLEMS
 from .console import mode_rows
 from .schema import interruption
 

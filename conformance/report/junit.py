@@ -3,7 +3,7 @@
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from ..status import NOT_JUDGED
+from ..verdicts.status import NOT_JUDGED
 from .schema import interruption
 
 FAILURES = {"fail": "failure", "xpass": "failure", "crashed": "error", "timeout": "error"}

@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..cases import MODES, Case
-from ..status import NOT_JUDGED, PASSING
+from ..cases.case import Case
+from ..verdicts.status import FAILING, NOT_JUDGED, PASSING
 
 SCHEMA = 1
 
@@ -26,11 +26,12 @@ def repro_snippet(backend: str, device: str, case: Case) -> str:
     """A short standalone script that runs the case and raises on a mismatch."""
     return (
         "import torch\n"
-        "from torchplug.conformance import opinfo, modes, target\n"
+        "from torchplug.conformance import modes, target\n"
+        "from torchplug.conformance.cases import opinfo\n"
         f"entry = opinfo.find({case.op!r})\n"
         f"device, info = target.open_target({backend!r})  # {device}\n"
         f"sample = modes.case_input(entry, torch.{case.dtype}, {case.mode!r}, {case.sample}, device)\n"
-        f"verdict = modes.RUNNERS[{case.mode!r}](entry, sample, device)\n"
+        f"verdict = modes.mode({case.mode!r}).run(entry, sample, device)\n"
         "print(sample)\n"
         "assert verdict.ok, verdict.detail\n"
     )
@@ -42,7 +43,10 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for case in cases:
         by_mode.setdefault(case["mode"], Counter())[case["status"]] += 1
     result = {}
-    for mode in sorted(by_mode, key=lambda m: MODES.index(m) if m in MODES else len(MODES)):
+    from ..modes import mode_names
+
+    order = mode_names()
+    for mode in sorted(by_mode, key=lambda m: order.index(m) if m in order else len(order)):
         counts = by_mode[mode]
         judged = sum(n for status, n in counts.items() if status not in NOT_JUDGED)
         passing = sum(counts[s] for s in PASSING)
@@ -64,6 +68,11 @@ def fallback_shares(cases: list[dict[str, Any]]) -> dict[str, Any]:
     verdicts = ("pass-native", "pass-fallback", "illegal-fallback")
     return {"counts": {v: counts[v] for v in verdicts}, "total": total,
             "shares": {v: round(counts[v] / total, 4) if total else None for v in verdicts}}
+
+
+def failed(report: dict[str, Any]) -> bool:
+    """A run fails on any fail, crash or timeout, or a failed runtime check (xpass is reported, not failed)."""
+    return any(c["status"] in FAILING for c in [*report["cases"], *report["runtime_checks"]])
 
 
 def interruption(report: dict[str, Any]) -> str:

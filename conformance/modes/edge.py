@@ -1,4 +1,4 @@
-"""Edge variants of a sample, for the `edge` mode: the values and shapes where kernels go wrong.
+"""The `edge` mode: the sample at the edges of values and shapes, where kernels go wrong.
 
   edge values   every floating strided input filled with +0, -0, +inf, -inf, NaN, the smallest
                 subnormal, the largest finite value, and ±1 (repeated over its elements, in this
@@ -16,7 +16,11 @@ from typing import Any
 
 import torch
 
-from .compare import outputs
+from ..cases.opinfo import OpEntry
+from ..target import Target
+from ..verdicts.compare import Verdict, outputs
+from .forward import judge_variants
+from .record import Mode
 
 
 def _edge_values(dtype: torch.dtype) -> list[float]:
@@ -53,3 +57,14 @@ def edge_variants(sample: Any, fixed_shape: bool = False) -> Iterator[tuple[str,
 def _with_input(sample: Any, new: torch.Tensor) -> Any:
     return type(sample)(new.requires_grad_(sample.input.requires_grad), args=sample.args, kwargs=sample.kwargs,
                         output_process_fn_grad=sample.output_process_fn_grad, name=sample.name)
+
+
+def edge(entry: OpEntry, sample: Any, target: Target) -> Verdict:
+    """The sample at the edges of values and shapes (edge_variants above), each variant held to the CPU's
+    results, a zero's sign included. A variant the CPU rejects (an empty input some ops refuse) is not judged."""
+    # resize_, resize_as_ write their input; internal kernels trust their caller for its shape
+    variants = edge_variants(sample, fixed_shape=entry.name.endswith("_") or not entry.validates_inputs)
+    return judge_variants(entry, variants, target, True, "the CPU rejects every edge variant of this sample")
+
+
+MODE = Mode("edge", edge, follows="compile", holds_to="values", samples={"smoke": 1, "standard": 2})

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cases import Case, CaseResult
-from .plan import Group
+from ..cases.case import Case, CaseResult
+from ..cases.plan import Group
+from ..modes import mode
+from ..modes.record import SLOW_TIMEOUT_FACTOR
 
 STARTUP_TIMEOUT_S = 600.0  # the first use of an emulated device may compile its runtime
 
@@ -46,7 +48,7 @@ class Worker:
             # A session of its own: Ctrl-C in the terminal reaches only the runner, which stops the workers
             # itself (a worker interrupted mid-case would print a traceback and look like a crash).
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "torchplug.conformance.worker", backend],
+                [sys.executable, "-m", "torchplug.conformance.running.worker", backend],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
             )
         self.buffer = b""
@@ -107,9 +109,10 @@ def _death(worker: Worker) -> str:
     return f"worker process died ({how})" + (f": {fatal[0].strip()}" if fatal else "")
 
 
-def _case_of(key: str) -> Case:
-    op, dtype, mode, sample = key.split("|")
-    return Case(op, dtype, mode, int(sample))
+def _limit_s(key: str | None, timeout_s: float) -> float:
+    """How long the case `key` (a runtime check's "check:NAME" too) may run."""
+    slow = key is not None and not key.startswith("check:") and mode(Case.from_key(key).mode).slow
+    return timeout_s * (SLOW_TIMEOUT_FACTOR if slow else 1)
 
 
 class Runner:
@@ -181,7 +184,7 @@ class Runner:
                 self._handle(worker, message)
         now = time.monotonic()
         for worker in list(self.workers):
-            limit = self.timeout_s * (5 if worker.case and "|compile|" in worker.case else 1)
+            limit = _limit_s(worker.case, self.timeout_s)
             if worker.case is not None and now - worker.since > limit:
                 worker.kill()
                 self._restart(worker, queue, "timeout", f"no result after {limit:.0f} s (--timeout); worker killed")
@@ -245,5 +248,5 @@ class Runner:
         if key.startswith("check:"):
             self.on_check({"name": key.removeprefix("check:"), "status": status, "detail": detail, "time_s": 0.0})
         else:
-            self.on_result(CaseResult(_case_of(key), status, detail, time_s=round(time.monotonic() - worker.since, 3)))
+            self.on_result(CaseResult(Case.from_key(key), status, detail, time_s=round(time.monotonic() - worker.since, 3)))
         queue.appendleft(job)

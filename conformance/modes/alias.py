@@ -11,9 +11,11 @@ from typing import Any
 
 import torch
 
-from .compare import Verdict, compare, outputs, statistics
-from .opinfo import OpEntry
-from .sides import Target, detach, host, on_cpu, on_device, on_target, sample_args, widen
+from ..cases.opinfo import OpEntry
+from ..target import Target
+from ..verdicts.compare import Verdict, compare, outputs, statistics
+from .record import Mode
+from .sides import detach, host, on_cpu, on_device, on_target, sample_args, widen
 
 
 def _storage(t: Any) -> int | None:
@@ -98,3 +100,7 @@ def _through_view(entry: OpEntry, sample: Any, target: Target) -> str:
 def alias(entry: OpEntry, sample: Any, target: Target) -> Verdict:
     problem = _sharing(entry, sample, target) or _through_view(entry, sample, target)
     return Verdict(not problem, problem)
+
+
+MODE = Mode("alias", alias, follows="scalar_types", holds_to="semantics", samples={"smoke": 1, "standard": 3},
+            category="layout")

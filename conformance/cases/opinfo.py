@@ -103,8 +103,8 @@ def _torchplug_entries() -> list[OpEntry]:
     from torch.testing import make_tensor
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from .. import ops
-    from ..dispatcher.portable import PUBLIC_OPS
+    from ... import ops
+    from ...dispatcher.portable import PUBLIC_OPS
 
     dtypes = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64})
 

@@ -4,12 +4,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .status import Status
-
-VALUE_MODES = ("eager", "autograd", "out", "noncontiguous", "compile", "edge", "scalar_types")  # held to the CPU's values
-SEMANTIC_MODES = ("alias", "layout", "errors", "meta")  # held to the CPU's aliasing, strides, exceptions; meta: to
-# torch's meta functions for the device type (meta.py)
-MODES = VALUE_MODES + SEMANTIC_MODES
+from ..verdicts.status import Status
 
 
 @dataclass(frozen=True, order=True)
@@ -22,6 +17,11 @@ class Case:
     @property
     def key(self) -> str:
         return f"{self.op}|{self.dtype}|{self.mode}|{self.sample}"
+
+    @classmethod
+    def from_key(cls, key: str) -> "Case":
+        op, dtype, mode, sample = key.split("|")
+        return cls(op, dtype, mode, int(sample))
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cases import Case, CaseResult
+from ..cases.case import Case, CaseResult
 from .status import CRASHES, FAILING
 
 FILENAME = "conformance.toml"
@@ -164,7 +164,7 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
     (xpass); entries this run did not exercise (other tiers, dtypes) stay. New failures become one
     xfail entry per (mode, cause), for the author to review and reword.
     """
-    from .report.groups import failure_groups
+    from ..report.groups import failure_groups
 
     tier, runtime = report["selection"]["tier"], report["backend"]["mode"]
     cases = report["cases"]
@@ -187,7 +187,7 @@ def updated(manifest: Manifest, report: dict[str, Any]) -> str:
             kept.append(Entry("xfail", reason, tuple(ops), dtypes, (group.mode,), runtime=(runtime,),
                               category=guess_category(group.status, group.mode, group.cause)))
     header = (f"# torchplug check manifest for '{report['backend']['name']}' ({FILENAME}): expected failures and skips.\n"
-              f"# Written by --update-manifest on the {tier} tier; review every reason. Format: torchplug/conformance/manifest.py\n")
+              f"# Written by --update-manifest on the {tier} tier; review every reason. Format: torchplug/conformance/verdicts/manifest.py\n")
     native = f"native = [{', '.join(json.dumps(op) for op in manifest.native)}]\n\n" if manifest.native else ""
     return header + native + "\n\n".join(entry.to_toml() for entry in kept) + "\n"
 
@@ -198,10 +198,10 @@ def guess_category(status: str, mode: str, cause: str) -> str:
         return "crash"
     if "does not support torch." in cause or "dtype" in cause.split(":")[0]:
         return "dtype"
-    if mode == "errors":
-        return "error-message"
-    if mode in ("layout", "alias", "meta"):
-        return "layout"
+    from ..modes import all_modes
+
+    if category := next((m.category for m in all_modes() if m.name == mode), ""):  # errors: error-message, ...
+        return category
     if " differ" in cause or "float64 arbitration" in cause:
         return "value"
     if "NotImplementedError" in cause or "not implemented" in cause:

@@ -21,19 +21,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .manifest import Entry, Manifest
+from ..verdicts.manifest import Entry, Manifest
 from .pytorch_template import TEST_CONFIGS
 
-# mode -> (generic test class, test) in PyTorch's test suite
-PYTORCH_TESTS: dict[str, tuple[str, str]] = {
-    "eager": ("TestCommon", "test_compare_cpu"),
-    "noncontiguous": ("TestCommon", "test_noncontiguous_samples"),
-    "out": ("TestCommon", "test_out"),
-    "errors": ("TestCommon", "test_errors"),
-    "autograd": ("TestBwdGradients", "test_fn_grad"),
-    "compile": ("TestInductorOpInfo", "test_comprehensive"),
-    "meta": ("TestFakeTensor", "test_fake"),
-}
+
+def pytorch_tests() -> dict[str, tuple[str, str]]:
+    """mode -> (generic test class, test) in PyTorch's test suite, as each mode's record says (modes/)."""
+    from ..modes import all_modes
+
+    return {m.name: m.pytorch_test for m in all_modes() if m.pytorch_test is not None}
 
 
 @dataclass(frozen=True)
@@ -65,24 +61,23 @@ class Export:
 
 def expectations(manifest: Manifest, op_names: list[str], runtime: str) -> tuple[list[Expectation], list[str]]:
     """The manifest's entries that apply to `runtime`, one per (op, mode) PyTorch has a test for."""
-    found, skipped = [], []
+    found, skipped, tests = [], [], pytorch_tests()
     for number, entry in enumerate(manifest.entries, 1):
         if entry.runtime and runtime not in entry.runtime:
             continue
-        modes = entry.modes or tuple(PYTORCH_TESTS)
-        if unmapped := [m for m in modes if m not in PYTORCH_TESTS]:
+        modes = entry.modes or tuple(tests)
+        if unmapped := [m for m in modes if m not in tests]:
             skipped.append(f"[[{entry.action}]] entry {number} ({entry.reason[:60]}...): modes {', '.join(unmapped)} "
                            "have no PyTorch counterpart")
         ops = sorted({name for name in op_names for pattern in entry.ops if fnmatch.fnmatchcase(name, pattern)})
         for op in ops:
             for mode in modes:
-                if mode in PYTORCH_TESTS:
-                    found.append(_expectation(entry, op, mode))
+                if mode in tests:
+                    found.append(_expectation(entry, op, *tests[mode]))
     return found, skipped
 
 
-def _expectation(entry: Entry, op: str, mode: str) -> Expectation:
-    test_class, test = PYTORCH_TESTS[mode]
+def _expectation(entry: Entry, op: str, test_class: str, test: str) -> Expectation:
     return Expectation(entry.action, op, test_class, test, entry.dtypes, entry.reason, entry.category, entry.issue)
 
 

@@ -18,9 +18,12 @@ from typing import Any
 
 import torch
 
-from .compare import Verdict, outputs
-from .opinfo import OpEntry
-from .sides import Skip, Target, Unsupported, detach, first_line, on_device, on_target, sample_args, synchronize
+from ..cases.opinfo import OpEntry
+from ..cases.tiers import TIERS
+from ..target import Target, synchronize
+from ..verdicts.compare import Verdict, outputs
+from .record import Mode
+from .sides import Skip, Unsupported, detach, first_line, on_device, on_target, sample_args
 
 DERIVED_FROM = 6  # valid samples per op that out-of-range variants are derived from
 
@@ -117,3 +120,8 @@ def errors(entry: OpEntry, case: ErrorCase, target: Target) -> Verdict:
         return Verdict(False, f"{case.origin}: message {first_line(device)!r} does not match the pattern "
                               f"{case.error_regex!r}")
     return Verdict(True, f"{case.origin}: raises {type(device).__name__} as the CPU does")
+
+
+# Error inputs hardly depend on the dtype: one dtype in every tier.
+MODE = Mode("errors", errors, follows="layout", holds_to="semantics", samples={"smoke": 2, "standard": None},
+            inputs=error_cases, one_dtype_in=TIERS, pytorch_test=("TestCommon", "test_errors"), category="error-message")

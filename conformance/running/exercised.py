@@ -37,7 +37,7 @@ class Recorder:
     """The overloads the emulated runtime saw on the device's key, handed out as they come."""
 
     def __init__(self) -> None:
-        from ..emulation.runtime import ensure
+        from ...emulation.runtime import ensure
 
         self._ext = ensure()
         self._ext.record_dispatches(True)

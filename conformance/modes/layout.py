@@ -15,10 +15,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from .compare import Verdict, outputs
+from ..cases.opinfo import OpEntry
+from ..target import Target
+from ..verdicts.compare import Verdict, outputs
 from .meta import MetaReference
-from .opinfo import OpEntry
-from .sides import Skip, Target, detach, on_cpu, on_device, on_target, sample_args
+from .record import Mode
+from .sides import Skip, detach, on_cpu, on_device, on_target, sample_args
 
 
 def _strided(t: Any) -> bool:
@@ -106,3 +108,7 @@ def layout(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         if problem:
             return Verdict(False, problem)
     return Verdict(True)
+
+
+MODE = Mode("layout", layout, follows="alias", holds_to="semantics", samples={"smoke": 1, "standard": 2},
+            category="layout")

@@ -25,10 +25,11 @@ import traceback
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from .cases import Case, CaseResult
-from .sides import synchronize
+from ..cases.case import Case, CaseResult
+from ..modes.sides import Skip, Unsupported, first_line
+from ..target import synchronize
 
-SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
+SUITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # conformance/
 
 
 def _send(stream: TextIO, message: dict[str, Any]) -> None:
@@ -57,26 +58,27 @@ def announce_reference(target: Any, out: TextIO) -> None:
 
 
 def run_case(case: Case, entry: Any, sample: Any, target: Any) -> CaseResult:
-    from . import fallback, modes
+    from ..modes import mode
+    from ..verdicts import fallback
 
     start = time.perf_counter()
     fallen_back = fallback.uses(target.backend)
     try:
-        verdict = modes.RUNNERS[case.mode](entry, sample, target)
+        verdict = mode(case.mode).run(entry, sample, target)
         synchronize(target)  # an asynchronous device error (a GPU kernel's assert) belongs to this case
         status = "pass" if verdict.ok else "fail"
         result = CaseResult(case, status, verdict.detail, verdict.max_abs, verdict.max_rel, verdict.mismatches,
                             arbitrated=verdict.arbitrated)
-    except modes.Skip as why:
+    except Skip as why:
         result = CaseResult(case, "skip", str(why))
-    except modes.Unsupported as why:
+    except Unsupported as why:
         dtype_refused = str(why).startswith("the device refuses")
         result = CaseResult(case, "unsupported-dtype" if dtype_refused else "unsupported", str(why))
     except Exception as err:
         # Where the error came from, when that is Python code outside the suite (a plugin's kernel, torch).
         frames = [f for f in traceback.extract_tb(err.__traceback__) if SUITE_DIR not in f.filename]
         where = f" (at {frames[-1].name}, {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
-        result = CaseResult(case, "fail", f"{type(err).__name__}: {modes.first_line(err)}{where}")
+        result = CaseResult(case, "fail", f"{type(err).__name__}: {first_line(err)}{where}")
     result.time_s = round(time.perf_counter() - start, 4)
     result.fallback_ops = dict(fallback.uses(target.backend) - fallen_back)  # judged with the manifest (fallback.py)
     return result
@@ -94,8 +96,8 @@ def usable(target: Any) -> bool:
 def run_group(request: dict[str, Any], target: Any, out: TextIO, recorder: Any = None) -> None:
     import torch
 
-    from . import opinfo
-    from .modes import inputs_for
+    from ..cases import opinfo
+    from ..modes import inputs_for
 
     name, dtype_name, done = request["op"], request["dtype"], set(request.get("done", ()))
     planned: dict[str, list[int] | None] = request["modes"]
@@ -133,10 +135,10 @@ def main() -> None:
 
     warnings.simplefilter("ignore")  # one-time notices would repeat in every worker
     try:
-        from .target import open_target
+        from ..target import open_target
 
         target, info = open_target(backend_name)
-        from . import opinfo
+        from ..cases import opinfo
 
         opinfo.all_ops()
     except Exception as err:

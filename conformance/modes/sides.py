@@ -1,21 +1,20 @@
 """The two sides of a case: the sample run on the CPU (the reference) and on the device under test.
 
-Shared by every mode (modes.py and the semantic modes). An exception on the device side is the
+Shared by every mode (modes/*.py). An exception on the device side is the
 device's failure; one on the CPU side means the sample itself is not runnable, and the case is
 skipped.
 """
 
-import contextlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
 
-from .compare import outputs
-from .opinfo import OpEntry
+from ..cases.opinfo import OpEntry
+from ..target import Target
+from ..verdicts.compare import outputs
 
 # The emulated runtime (and well-behaved plugins) refuse dtypes a device lacks with this wording.
 _DTYPE_REFUSAL = re.compile(r"does not support (torch\.\w+)")
@@ -27,24 +26,6 @@ class Skip(Exception):
 
 class Unsupported(Exception):
     """The device refuses the case's dtype, or the mode cannot run on this backend."""
-
-
-@dataclass
-class Target:
-    """The device under test and the CPU reference it is held to."""
-
-    backend: str
-    device: torch.device
-    reference: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-    compile_reason: str | None = None  # why torch.compile cannot target the device, None if it can
-    dtypes: frozenset[torch.dtype] = frozenset()  # the backend's BackendSpec.dtypes
-
-
-def synchronize(target: Target) -> None:
-    """Wait for the device's queued work, so that an asynchronous error (a GPU kernel's assert) is raised now."""
-    module = getattr(torch, target.device.type, None)
-    if hasattr(module, "synchronize"):
-        module.synchronize()
 
 
 def detach(x: Any, grad: bool = False) -> Any:

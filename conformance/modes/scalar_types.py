@@ -1,5 +1,4 @@
-"""Scalar-type variants of a sample, for the `scalar_types` mode: integer or bool tensors where the
-samples use floating ones.
+"""The `scalar_types` mode: integer or bool tensors where the samples use floating ones.
 
 OpInfo samples give every tensor argument the case's dtype, so `ldexp(x, exponent)` is only ever
 called with a floating exponent and a kernel that mishandles an integer one goes unseen. Each
@@ -14,7 +13,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from .compare import outputs
+from ..cases.opinfo import OpEntry
+from ..target import Target
+from ..verdicts.compare import Verdict, outputs
+from .forward import judge_variants
+from .record import Mode
+from .sides import Skip
 
 # Clamped before the cast: a float past int64's range (inf, 1e30) converts to an unspecified value.
 _KINDS = {
@@ -38,3 +42,17 @@ def scalar_type_variants(sample: Any) -> Iterator[tuple[str, Any]]:
             return tree_map(lambda t: convert(t) if _is_float(t) else t, x)
         yield what, type(sample)(sample.input, args=swap(sample.args), kwargs=swap(sample.kwargs),
                                  output_process_fn_grad=sample.output_process_fn_grad, name=sample.name)
+
+
+def scalar_types(entry: OpEntry, sample: Any, target: Target) -> Verdict:
+    """Integer and bool tensors where the sample has floating ones after its first input
+    (scalar_types.py): ldexp's integer exponent, a bool mask given as floats."""
+    if not entry.validates_inputs:
+        raise Skip("an internal kernel trusts its caller for its arguments' dtypes (OpEntry.validates_inputs)")
+    variants = list(scalar_type_variants(sample))
+    if not variants:
+        raise Skip("no floating tensor argument besides the first input")
+    return judge_variants(entry, iter(variants), target, False, "the CPU rejects integer and bool arguments here")
+
+
+MODE = Mode("scalar_types", scalar_types, follows="edge", holds_to="values", samples={"smoke": 1, "standard": 3})

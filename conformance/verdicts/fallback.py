@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 
-from .cases import CaseResult
+from ..cases.case import CaseResult
 
 ROUTES = ("native", "fallback", "illegal-fallback")
 
@@ -22,7 +22,7 @@ def uses(backend: str) -> Counter:
     """How often each op of `backend` fell back so far in this process."""
     if "torchplug.dispatcher.fallback" not in sys.modules:
         return Counter()  # nothing installed the governed fallback: nothing can have used it
-    from ..dispatcher import fallback_stats
+    from ...dispatcher import fallback_stats
 
     return Counter(fallback_stats().get(backend, {}))
 
@@ -31,7 +31,7 @@ def why_illegal(op: str, native: Iterable[str] = ()) -> str | None:
     """Why `op` ("aten::zeros_like") must never take the CPU fallback, or None if it may."""
     if op in native:
         return "declared native by the backend's manifest"
-    from ..dispatcher import resolve_schema
+    from ...dispatcher import resolve_schema
 
     schema = resolve_schema(op)
     if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):

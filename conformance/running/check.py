@@ -7,15 +7,16 @@ import sys
 import time
 from typing import Any, TextIO
 
-from .cases import CaseResult
-from .manifest import Manifest, locate
-from .manifest import load as load_manifest
-from .plan import plan_on, worker_environment
+from ..cases.case import CaseResult
+from ..cases.plan import plan_on, worker_environment
+from ..cases.tiers import Selection
+from ..modes import mode
+from ..report.schema import SCHEMA, fallback_shares, machine, repro_command, repro_snippet, summary
+from ..verdicts.manifest import Manifest, locate
+from ..verdicts.manifest import load as load_manifest
+from ..verdicts.status import PROBLEMS
 from .progress import Progress
-from .report.schema import SCHEMA, fallback_shares, machine, repro_command, repro_snippet, summary
 from .runner import Job, Runner
-from .status import PROBLEMS
-from .tiers import Selection
 
 
 def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: float = 60.0,
@@ -27,7 +28,7 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     workers at once and returns the report of the cases that finished, marked "interrupted"; before
     the first case has started there is nothing to report, and KeyboardInterrupt propagates.
     """
-    from . import opinfo
+    from ..cases import opinfo
     from .exercised import audit
     from .runtime_checks import CHECKS
 
@@ -51,8 +52,8 @@ def run(backend: str, selection: Selection, *, workers: int = 2, timeout_s: floa
     try:
         opinfo.all_ops()  # the parent reads the op database while the workers start
         plan, info = plan_on(runner, selection, manifest)
-        # Compiling is the slowest work: start it first, so the other worker's eager groups overlap it.
-        jobs = [Job(group) for group in sorted(plan.groups, key=lambda g: "compile" not in g.modes)]
+        # A slow mode's groups (compiling) start first, so the other worker's quicker groups overlap them.
+        jobs = [Job(group) for group in sorted(plan.groups, key=lambda g: not any(mode(m).slow for m in g.modes))]
         if runtime_checks and selection.op is None:
             jobs.insert(0, Job(checks=tuple(CHECKS)))
         progress = Progress(len(jobs), stream)

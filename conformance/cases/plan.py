@@ -4,9 +4,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cases import Case, CaseResult
-from .manifest import Manifest
-from .tiers import SAMPLES, Selection, tier_ops, wanted
+from ..verdicts.manifest import Manifest
+from .case import Case, CaseResult
+from .tiers import Selection, tier_ops, wanted
 
 
 @dataclass
@@ -34,20 +34,16 @@ def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: st
               manifest: Manifest | None = None) -> Plan:
     import torch
 
+    from ..modes import mode
     from . import opinfo
 
     entries = opinfo.all_ops()
     names = [n for n in entries if wanted(selection, n)]
-    mode_notes: dict[str, str] = {}
-    modes = list(selection.modes)
-    if "compile" in modes and compile_reason is not None:
-        mode_notes["compile"] = compile_reason
-        modes.remove("compile")
-    per_mode = {mode: set(names if selection.op else tier_ops(selection.tier, names, mode)) for mode in modes}
-    # Compiling costs seconds per graph: below the full tier it runs on one dtype (float32 if chosen).
-    # Error inputs hardly depend on the dtype: the errors mode runs on that one dtype in every tier.
+    modes = [mode(name) for name in selection.modes]
+    mode_notes = {m.name: compile_reason for m in modes if m.needs_compile and compile_reason is not None}
+    modes = [m for m in modes if m.name not in mode_notes]
+    per_mode = {m.name: set(names if selection.op else tier_ops(selection.tier, names, m)) for m in modes}
     one_dtype = ("float32",) if "float32" in selection.dtypes else selection.dtypes[:1]
-    compile_dtypes = selection.dtypes if selection.tier == "full" or selection.op else one_dtype
     groups, unrunnable = [], []
     for name in names:
         entry = entries[name]
@@ -56,29 +52,25 @@ def make_plan(selection: Selection, backend_dtypes: set[str], compile_reason: st
             if dtype not in entry.dtypes:
                 continue  # the CPU has no kernel either: nothing to hold the device to
             chosen = {}
-            for mode in modes:
-                if name not in per_mode[mode] or (mode == "out" and not entry.supports_out):
+            for m in modes:
+                if name not in per_mode[m.name] or not m.applies(entry, dtype):
                     continue
-                if mode == "autograd" and not entry.requires_grad(dtype):
+                if selection.tier in m.one_dtype_in and dtype_name not in one_dtype and not selection.op:
                     continue
-                if mode == "compile" and dtype_name not in compile_dtypes:
-                    continue
-                if mode == "errors" and dtype_name not in one_dtype and not selection.op:
-                    continue
-                skip = manifest and manifest.entry_for(Case(name, dtype_name, mode, 0), selection.tier, "skip")
+                skip = manifest and manifest.entry_for(Case(name, dtype_name, m.name, 0), selection.tier, "skip")
                 if skip:
-                    unrunnable.append(CaseResult(Case(name, dtype_name, mode, selection.sample or 0), "skip",
+                    unrunnable.append(CaseResult(Case(name, dtype_name, m.name, selection.sample or 0), "skip",
                                                  "skipped by the manifest", manifest_reason=skip.reason))
                     continue
-                chosen[mode] = [selection.sample] if selection.sample is not None else None
+                chosen[m.name] = [selection.sample] if selection.sample is not None else None
             if not chosen:
                 continue
             if dtype_name not in backend_dtypes:
-                unrunnable += [CaseResult(Case(name, dtype_name, mode, selection.sample or 0), "unsupported-dtype",
+                unrunnable += [CaseResult(Case(name, dtype_name, m, selection.sample or 0), "unsupported-dtype",
                                           f"the backend does not list {dtype_name} in its BackendSpec.dtypes")
-                               for mode in chosen]
+                               for m in chosen]
                 continue
-            groups.append(Group(name, dtype_name, chosen, {m: SAMPLES[selection.tier][m] for m in chosen}))
+            groups.append(Group(name, dtype_name, chosen, {m: mode(m).sample_count(selection.tier) for m in chosen}))
     return Plan(groups, unrunnable, mode_notes)
 
 

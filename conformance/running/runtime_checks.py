@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .modes import Target
+from ..target import Target
 
 
 class NotApplicable(Exception):

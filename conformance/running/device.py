@@ -6,8 +6,8 @@ emulated is refused in the time `import torch` takes, not after the workers and 
 
 import os
 
-from ..entrypoints import PluginError, loaded_backend
-from ..entrypoints.loader import backend as usable_backend
+from ...entrypoints import PluginError, loaded_backend
+from ...entrypoints.loader import backend as usable_backend
 
 # A capacity, so the OOM runtime check has something to exhaust (the smoke cases use a few MiB).
 DEFAULT_MEMORY = "8GiB"
@@ -21,8 +21,8 @@ def worker_settings(name: str, *, native_only: bool = False) -> tuple[dict[str, 
     asked for it and was refused. Raises PluginError with the reason and the fix where the device
     cannot be used.
     """
-    from ..emulation.attach import emulation_refused
-    from ..emulation.config import requested_names
+    from ...emulation.attach import emulation_refused
+    from ...emulation.config import requested_names
 
     status = loaded_backend(name).status()
     if native_only and status.mode == "emulated":

@@ -19,9 +19,11 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from .compare import Verdict, outputs
-from .opinfo import OpEntry
-from .sides import Skip, Target, detach, first_line, on_cpu, on_device, on_target, sample_args
+from ..cases.opinfo import OpEntry
+from ..target import Target
+from ..verdicts.compare import Verdict, outputs
+from .record import Mode
+from .sides import Skip, detach, first_line, on_cpu, on_device, on_target, sample_args
 
 
 def _fake_result(entry: OpEntry, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -149,3 +151,7 @@ def meta(entry: OpEntry, sample: Any, target: Target) -> Verdict:
         return Verdict(False, f"the device computes a result where the meta function for "
                               f"{target.device.type} raises {type(expected).__name__}: {first_line(expected)}")
     return Verdict(not (problem := _difference(outputs(actual), outputs(expected))), problem)
+
+
+MODE = Mode("meta", meta, follows="errors", holds_to="semantics", samples={"smoke": 1, "standard": 3},
+            pytorch_test=("TestFakeTensor", "test_fake"), category="layout")
