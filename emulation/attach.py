@@ -14,12 +14,10 @@ import torch
 
 from .. import warn
 from ..entrypoints.loader import warn_unknown_names
-from ..entrypoints.spec import NATIVE_DISPATCH_KEYS
+from ..entrypoints.torch_devices import PRIVATEUSE1, by_dispatch_key, sharing_backends, torch_device_type
 from .attachment import Attachment, attached, record
 from ..entrypoints import EmulatedShape
 from .config import EmulationConfig, EmulationConfigError, current, from_environ, requested_names
-
-_SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
 
 
 _lock = threading.Lock()
@@ -32,15 +30,15 @@ def _build_has_runtime(device_type: str) -> str | None:
 
     A CUDA or ROCm build is no obstacle: where it sees no GPU, the runtime takes its CUDA kernels,
     hooks, device guard and bindings over (csrc/native_kernels.cpp, cuda_bindings.py). XPU and MPS
-    builds are not installable here to prove the same, so they keep their runtime.
+    builds are not installable here to prove the same, so they keep their runtime
+    (TorchDeviceType.runtime_replaceable).
     """
-    if device_type == "xpu" and torch.xpu._is_compiled():
-        return f"torch {torch.__version__} was built with XPU, whose kernels would shadow the emulator"
-    if device_type == "mps" and torch.backends.mps.is_built():
-        return f"torch {torch.__version__} was built with MPS, whose kernels would shadow the emulator"
-    if device_type not in NATIVE_DISPATCH_KEYS:
+    known = torch_device_type(device_type)
+    if known is not None and not known.runtime_replaceable and known.built():
+        return f"torch {torch.__version__} was built with {known.dispatch_key}, whose kernels would shadow the emulator"
+    if known is None:
         taken = torch._C._get_privateuse1_backend_name()
-        if taken not in ("privateuseone", device_type):
+        if taken not in (PRIVATEUSE1.name, device_type):
             return f"torch's PrivateUse1 device slot is already taken by {taken!r}"
     return None
 
@@ -114,9 +112,10 @@ def attach(backend, refused_dtypes: frozenset[torch.dtype]) -> Attachment | None
         if never := _never_emulated(spec):
             _decline(name, *never)
             return None
-        if all(config.requested(n) for n in _SHARED_CUDA) and name in _SHARED_CUDA:
-            _decline(name, "TORCHPLUG_EMULATE lists both 'cuda' and 'rocm', which share torch's one 'cuda' device type",
-                     "list only one of them")
+        shared = sharing_backends(spec.device_type)  # backends of one torch device type on different builds
+        if name in shared and all(config.requested(n) for n in shared):
+            _decline(name, f"TORCHPLUG_EMULATE lists both {' and '.join(map(repr, shared))}, which share torch's one "
+                           f"{spec.device_type!r} device type", "list only one of them")
             from .hooks import refuse_device
 
             refuse_device(spec.device_type, "; ".join(_declined[name]))
@@ -208,10 +207,6 @@ def _chosen_model(spec, config: EmulationConfig) -> EmulatedShape:
     return found or spec.profile.shape
 
 
-def _cuda_build() -> bool:
-    return bool(torch.version.cuda or torch.version.hip)
-
-
 def _native_works(backend) -> bool:
     try:
         return backend.native_unavailable_reason() is None
@@ -241,12 +236,14 @@ def status_for(backend) -> tuple[str, str, str] | None:
 def _emulated_reason(attachment: Attachment) -> str:
     how = (f"TORCHPLUG_EMULATE={attachment.backend}: {attachment.count} host-memory device(s) named "
            f"{attachment.device_name!r}; kernels run on the CPU")
-    if attachment.dispatch_key != "CUDA":
+    facts = by_dispatch_key(attachment.dispatch_key)
+    if not facts.runtime_replaceable:
         return how
-    if not _cuda_build():
-        return (f"{how}; torch's CUDA hooks become torchplug's on first use (this torch has no CUDA runtime), "
-                "which makes autograd, AMP and torch.cuda serve it")
+    key, module = facts.dispatch_key, facts.name
+    if not facts.built():
+        return (f"{how}; torch's {key} hooks become torchplug's on first use (this torch has no {key} runtime), "
+                f"which makes autograd, AMP and torch.{module} serve it")
     why = ("TORCHPLUG_EMULATE_FORCE: a GPU is present but left unused" if attachment.backend in _forced_over_hardware
-           else "this CUDA build sees no GPU")
-    return (f"{how}; {why}, so on first use torch's CUDA kernels, hooks, device guard and torch._C._cuda_* "
+           else f"this {key} build sees no GPU")
+    return (f"{how}; {why}, so on first use torch's {key} kernels, hooks, device guard and torch._C._{module}_* "
             "bindings become the emulator's")

@@ -16,7 +16,8 @@ import torch
 
 from . import runtime
 from .attachment import Attachment
-from .streams import DEVICE_TYPE_IDS, stream_classes
+from ..entrypoints.torch_devices import by_dispatch_key
+from .streams import stream_classes
 
 Device = int | str | torch.device | None
 _STAT_FIELDS = ("current", "peak", "allocated", "freed")
@@ -73,6 +74,7 @@ class DeviceModule:
         self.attachment = attachment
         self.type = attachment.device_type
         self._key = attachment.dispatch_key
+        self._torch_type = by_dispatch_key(self._key)  # what torch defines for the type (entrypoints/torch_devices.py)
         self.Stream, self.Event, self.StreamContext = stream_classes(self)
         outer = self
 
@@ -306,11 +308,11 @@ class DeviceModule:
     def current_stream(self, device: Device = None) -> torch.Stream:
         index = self._index(device)
         stream_id = runtime.extension().current_stream(self._key, index)
-        return self.Stream(stream_id=stream_id, device_index=index, device_type=DEVICE_TYPE_IDS[self._key])
+        return self.Stream(stream_id=stream_id, device_index=index, device_type=self._torch_type.type_id)
 
     def default_stream(self, device: Device = None) -> torch.Stream:
         self._lazy_init()
-        return self.Stream(stream_id=0, device_index=self._index(device), device_type=DEVICE_TYPE_IDS[self._key])
+        return self.Stream(stream_id=0, device_index=self._index(device), device_type=self._torch_type.type_id)
 
     def set_stream(self, stream: torch.Stream | None) -> None:
         """Make `stream` current; like torch.cuda.set_stream, its device becomes the current device."""
@@ -361,7 +363,7 @@ class DeviceModule:
             "set_stream", "stream", "Stream", "Event", "StreamContext", "device", "device_of",
         ]
         exports = {name: getattr(self, name) for name in names}
-        if self.type == "cuda":  # torch.xpu's variant returns a dict of features instead
+        if self._torch_type.capability:  # torch.xpu's variant returns a dict of features instead
             exports["get_device_capability"] = self.get_device_capability
         # torch.mps spells two of them differently.
         exports["current_allocated_memory"] = lambda: self.memory_allocated(0)

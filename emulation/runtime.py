@@ -16,6 +16,7 @@ from types import ModuleType
 import torch
 
 from .. import TorchplugWarning, warn
+from ..entrypoints.torch_devices import CUDA, PRIVATEUSE1, by_dispatch_key
 from .attachment import Attachment, attached
 from .config import current
 
@@ -74,13 +75,14 @@ def _configure(ext: ModuleType, a: Attachment) -> None:
     if callback := _before_configure.pop(a.dispatch_key, None):
         callback()
     refused = sorted(str(d).removeprefix("torch.") for d in a.refused_dtypes)
-    adopt_native = a.dispatch_key == "CUDA" and cuda_build()
+    facts = by_dispatch_key(a.dispatch_key)
+    adopt_native = facts.runtime_replaceable and facts.built()  # this build's kernels for the type, taken over
     if adopt_native:
         from . import late_kernels
 
         late_kernels.watch(ext, a.dispatch_key)  # before configure adopts what is there: nothing slips between
     ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend, adopt_native=adopt_native)
-    if a.dispatch_key == "PrivateUse1":
+    if a.dispatch_key == PRIVATEUSE1.dispatch_key:
         ext.register_privateuse1_hooks()
     namespace = getattr(torch, a.device_type, None)
     if hasattr(namespace, "default_generators"):  # torch.cuda / torch.xpu's Python generator objects
@@ -99,7 +101,7 @@ def _choose_accelerator(ext: ModuleType) -> None:
     global _accelerator_chosen
     if _accelerator_chosen:
         return
-    if _gpuless_cuda_build() and "cuda" not in attached():
+    if CUDA.built() and torch.cuda.device_count() == 0 and CUDA.name not in attached():
         # torch's CUDA hooks report CUDA as built, and torch refuses two accelerators ("Cannot have
         # both XPU and cuda"): with no GPU to serve, they stop claiming the slot (csrc/hooks.cpp).
         ext.mute_cuda_hooks()
@@ -110,15 +112,6 @@ def _choose_accelerator(ext: ModuleType) -> None:
             ext.set_accelerator(a.dispatch_key)
             _accelerator_chosen = True
             return
-
-
-def cuda_build() -> bool:
-    """A CUDA or ROCm build of torch, whose CUDA kernels and hooks emulated cuda takes over."""
-    return bool(torch.version.cuda or torch.version.hip)
-
-
-def _gpuless_cuda_build() -> bool:
-    return cuda_build() and torch.cuda.device_count() == 0
 
 
 def cuda_hooks_state() -> str:
