@@ -30,7 +30,7 @@ import torch
 
 from ..entrypoints.torch_devices import PRIVATEUSE1, by_dispatch_key, torch_device_type
 from . import aliases
-from .attachment import Attachment
+from .emulated import EmulatedDevices
 
 _lock = threading.Lock()
 _modules: dict[str, Any] = {}  # device type -> DeviceModule
@@ -41,18 +41,18 @@ _accelerator_wrapped = False
 _storages_wrapped = False
 
 
-def install(attachment: Attachment) -> None:
+def install(devices: EmulatedDevices) -> None:
     from .device_module import DeviceModule
 
-    module = DeviceModule(attachment)
-    facts = by_dispatch_key(attachment.dispatch_key)  # what torch defines for the type (entrypoints/torch_devices.py)
+    module = DeviceModule(devices)
+    facts = by_dispatch_key(devices.dispatch_key)  # what torch defines for the type (entrypoints/torch_devices.py)
     with _lock:
-        _modules[attachment.device_type] = module
-        if attachment.dispatch_key == PRIVATEUSE1.dispatch_key:
-            _register_new_device(attachment, module)
+        _modules[devices.device_type] = module
+        if devices.dispatch_key == PRIVATEUSE1.dispatch_key:
+            _register_new_device(devices, module)
         else:
             # torch.<type> and its submodules' aliases (torch.cuda.memory's is_initialized, ...)
-            aliases.replace(getattr(torch, attachment.device_type), module.exports(), f"torch.{attachment.device_type}")
+            aliases.replace(getattr(torch, devices.device_type), module.exports(), f"torch.{devices.device_type}")
             from .graphs import install as install_graphs
 
             install_graphs(module)  # torch.cuda / torch.xpu graphs; see graphs.py
@@ -64,18 +64,18 @@ def install(attachment: Attachment) -> None:
             if facts.hooks_built_at_import:
                 preloaded.swap_cuda_hooks()
         if facts.first_use_in_dispatcher:
-            _install_first_use_stub(attachment.dispatch_key)
+            _install_first_use_stub(devices.dispatch_key)
             # torch.backends.mps asks the C++ hooks, which would fix them before ours register.
-            backends = getattr(torch.backends, attachment.device_type)
+            backends = getattr(torch.backends, devices.device_type)
             backends.is_available = _keep_wrapped(module.is_available, backends.is_available)
             # Inductor's compile workers ask the GPU's core count and name, which only macOS builds bind.
             backends.get_core_count = _keep_wrapped(
                 lambda: module.get_device_properties().multi_processor_count, backends.get_core_count)
             backends.get_name = _keep_wrapped(module.get_device_name, backends.get_name)
             if preloaded is not None:
-                preloaded.register_guard_early(attachment.dispatch_key, attachment.count)
+                preloaded.register_guard_early(devices.dispatch_key, devices.count)
             else:
-                _load_on_first_mention(attachment.device_type)
+                _load_on_first_mention(devices.device_type)
         if facts.cuda_api:
             from . import cuda_bindings
 
@@ -117,10 +117,10 @@ def refuse_device(device_type: str, reason: str) -> None:
     target._lazy_init = _lazy_init
 
 
-def _register_new_device(attachment: Attachment, module: Any) -> None:
-    name = attachment.device_type
+def _register_new_device(devices: EmulatedDevices, module: Any) -> None:
+    name = devices.device_type
     if torch._C._get_privateuse1_backend_name() != name:
-        torch.utils.rename_privateuse1_backend(name)  # once per process; attach checked it is free
+        torch.utils.rename_privateuse1_backend(name)  # once per process; request.py checked it is free
     namespace = types.ModuleType(f"torch.{name}", f"torchplug emulated device module for '{name}'")
     for key, value in module.exports().items():
         setattr(namespace, key, value)
@@ -230,7 +230,7 @@ def _emulated_storage_device(device: Any) -> torch.device | None:
         return None
     device = torch.device(device)
     module = _modules.get(device.type)
-    if module is None or not by_dispatch_key(module.attachment.dispatch_key).storages_need_runtime:
+    if module is None or not by_dispatch_key(module.emulated.dispatch_key).storages_need_runtime:
         return None
     return module._device(device)
 

@@ -17,7 +17,7 @@ import torch
 
 from .. import TorchplugWarning, warn
 from ..entrypoints.torch_devices import CUDA, PRIVATEUSE1, by_dispatch_key
-from .attachment import Attachment, attached
+from .emulated import EmulatedDevices, emulated_devices
 from .config import current
 
 _lock = threading.RLock()
@@ -39,7 +39,7 @@ def is_configured(device_type: str) -> bool:
 def extension() -> ModuleType:
     """The runtime's C++ module, with every attached device type configured."""
     ext = _ext
-    if ext is not None and len(_configured) == len(attached()):
+    if ext is not None and len(_configured) == len(emulated_devices()):
         return ext
     return ensure()
 
@@ -54,9 +54,9 @@ def ensure() -> ModuleType:
                 from .build import load
 
                 _ext = load()
-            new = [a for a in attached().values() if a.device_type not in _configured]
-            for attachment in new:
-                _configure(_ext, attachment)
+            new = [a for a in emulated_devices().values() if a.device_type not in _configured]
+            for devices in new:
+                _configure(_ext, devices)
             if new:
                 _notice(new)
             _choose_accelerator(_ext)
@@ -71,7 +71,7 @@ def before_configure(dispatch_key: str, callback: Callable[[], None]) -> None:
     _before_configure[dispatch_key] = callback
 
 
-def _configure(ext: ModuleType, a: Attachment) -> None:
+def _configure(ext: ModuleType, a: EmulatedDevices) -> None:
     if callback := _before_configure.pop(a.dispatch_key, None):
         callback()
     refused = sorted(str(d).removeprefix("torch.") for d in a.refused_dtypes)
@@ -101,11 +101,11 @@ def _choose_accelerator(ext: ModuleType) -> None:
     global _accelerator_chosen
     if _accelerator_chosen:
         return
-    if CUDA.built() and torch.cuda.device_count() == 0 and CUDA.name not in attached():
+    if CUDA.built() and torch.cuda.device_count() == 0 and CUDA.name not in emulated_devices():
         # torch's CUDA hooks report CUDA as built, and torch refuses two accelerators ("Cannot have
         # both XPU and cuda"): with no GPU to serve, they stop claiming the slot (csrc/hooks.cpp).
         ext.mute_cuda_hooks()
-    by_backend = {a.backend: a for a in attached().values()}
+    by_backend = {a.backend: a for a in emulated_devices().values()}
     for name in current().names:
         a = by_backend.get(name)
         if a is not None:
@@ -131,13 +131,13 @@ _drain_registered = False
 def prepare_backward(tensors) -> None:
     """Before autograd runs: load the runtime and make the roots' device type torch's accelerator."""
     global _drain_registered
-    if not attached():
+    if not emulated_devices():
         return
     ext = extension()
     if not _drain_registered:
         atexit.register(_drain_autograd_workers)
         _drain_registered = True
-    types = {t.device.type for t in tensors if isinstance(t, torch.Tensor)} & set(attached())
+    types = {t.device.type for t in tensors if isinstance(t, torch.Tensor)} & set(emulated_devices())
     if not types:
         return
     if len(types) > 1:
@@ -146,7 +146,7 @@ def prepare_backward(tensors) -> None:
             "2.13's autograd engine serves one accelerator device type per backward call. Call backward "
             "once per device type, or move the outputs to one device first."
         )
-    ext.set_accelerator(attached()[types.pop()].dispatch_key)
+    ext.set_accelerator(emulated_devices()[types.pop()].dispatch_key)
 
 
 def _drain_autograd_workers() -> None:
@@ -161,7 +161,7 @@ def _drain_autograd_workers() -> None:
     the marker stashed in its snapshot is freed exactly then. Its leaf and gradient are kept
     alive on purpose, so nothing else in it needs Python afterwards.
     """
-    candidates = [a for a in attached().values() if is_configured(a.device_type)]
+    candidates = [a for a in emulated_devices().values() if is_configured(a.device_type)]
     for index in range(max((a.count for a in candidates), default=0)):
         owner = next((a for a in candidates if index < a.count), None)
         if owner is not None:
@@ -196,17 +196,17 @@ def _drain(device: torch.device) -> None:
     released.wait(timeout=2.0)
 
 
-def _notice(attachments: list[Attachment]) -> None:
+def _notice(emulated: list[EmulatedDevices]) -> None:
     """One notice for the types set up together, at the user's line that first used any of them."""
-    if len(attachments) == 1:
-        a = attachments[0]
+    if len(emulated) == 1:
+        a = emulated[0]
         message = (
             f"torchplug: '{a.device_type}' is an EMULATED device (backend '{a.backend}', TORCHPLUG_EMULATE): "
             f"{a.count} device(s) backed by host memory, kernels run on the CPU. It is not a real {a.label}."
         )
     else:
         each = "; ".join(f"'{a.device_type}' (backend '{a.backend}'): {a.count} device(s), not a real {a.label}"
-                         for a in attachments)
+                         for a in emulated)
         message = (f"torchplug: EMULATED devices (TORCHPLUG_EMULATE), set up together on this first use of one: "
                    f"{each}. They are backed by host memory; kernels run on the CPU.")
     try:
