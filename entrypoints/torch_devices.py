@@ -49,10 +49,6 @@ class TorchDeviceType:
         """Whether this torch build carries a runtime of its own for the type (on any platform)."""
         return any(probe() for probe in self.builds.values())
 
-    def built_for(self) -> str | None:
-        """The backend name of the platform this torch build carries the type's runtime for, or None."""
-        return next((name for name, probe in self.builds.items() if probe()), None)
-
 
 CPU = TorchDeviceType("cpu", "CPU", 0, inductor="cpp")
 CUDA = TorchDeviceType(

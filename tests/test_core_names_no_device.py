@@ -88,10 +88,19 @@ def test_the_core_names_no_device_outside_the_table_of_torchs_device_types():
     assert not set(ALLOWED) - used, f"allowed names no longer in the core, remove them: {sorted(set(ALLOWED) - used)}"
 
 
-def test_the_table_names_torchs_device_types():
-    """The table itself is where the names are: it must hold them, or the rule above would pass vacuously."""
-    from torchplug.entrypoints.torch_devices import PRIVATEUSE1, TORCH_DEVICE_TYPES
+def test_the_table_holds_torchs_own_facts():
+    """The table is where the names are (else the rule above would pass vacuously), and what it says is
+    what this torch says: each type number names its type, the build probes answer as torch.version does."""
+    import torch
+    from torchplug.entrypoints.torch_devices import (
+        CUDA, PRIVATEUSE1, TORCH_DEVICE_TYPES, by_dispatch_key, dispatch_key_of, sharing_backends)
 
     names = {value for _, value in device_names(REPO / TABLE)}
     assert {"cuda", "rocm", "xpu", "mps", "CUDA", "XPU", "MPS", "PrivateUse1", "privateuseone"} <= names
-    assert PRIVATEUSE1.name == "privateuseone" and "cuda" in TORCH_DEVICE_TYPES
+    for known in (*TORCH_DEVICE_TYPES.values(), PRIVATEUSE1):
+        assert torch.Stream(stream_id=0, device_index=0, device_type=known.type_id).device.type == known.name
+        assert by_dispatch_key(known.dispatch_key) is known
+        assert getattr(torch._C.DispatchKey, known.dispatch_key).name == known.dispatch_key
+    assert CUDA.built() == bool(torch.version.cuda or torch.version.hip)
+    assert sharing_backends("cuda") == ("cuda", "rocm") and sharing_backends("xpu") == ()
+    assert dispatch_key_of("npu") == "PrivateUse1" and dispatch_key_of("mps") == "MPS"
