@@ -76,11 +76,11 @@ def interface_for(module: Any, triton_capable: bool = False, capability: int | N
 
         @staticmethod
         def is_bf16_supported(including_emulation: bool = False) -> bool:
-            return torch.bfloat16 not in module.attachment.refused_dtypes
+            return torch.bfloat16 not in module.emulated.refused_dtypes
 
         @classmethod
         def is_dtype_supported(cls, dtype: torch.dtype, including_emulation: bool = False) -> bool:
-            return dtype not in module.attachment.refused_dtypes
+            return dtype not in module.emulated.refused_dtypes
 
         @staticmethod
         def is_triton_capable(device: torch.types.Device = None) -> bool:

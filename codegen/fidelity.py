@@ -18,6 +18,7 @@ import torch
 
 from .. import warn
 from ..entrypoints import TritonArch
+from ..entrypoints.torch_devices import torch_device_type
 from .emulated import EmulatedTarget
 
 VERSION = 1
@@ -44,7 +45,8 @@ def requested(backend: Any) -> TritonArch | None:
 
 def requested_for_metal(device_type: str) -> bool:
     """The same setting on emulated mps: Inductor's Metal codegen, its source kept (metal.py)."""
-    return os.environ.get(MODE_VARIABLE) == "triton" and device_type == "mps"
+    known = torch_device_type(device_type)
+    return os.environ.get(MODE_VARIABLE) == "triton" and known is not None and known.inductor == "metal"
 
 
 def interpret_if_requested(backend: Any) -> None:

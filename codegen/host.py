@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from .. import TorchplugWarning
+from ..entrypoints.torch_devices import torch_device_type
 from .emulated import EmulatedTarget
 
 VERSION = 2  # bump when the generated code changes: it joins Inductor's cache key
@@ -58,7 +59,7 @@ def compile_on_host(compile_fx: Any, model: Any, example_inputs: Any, *args: Any
         return compile_fx(model, example_inputs, *args, **kwargs)
     patches = dict(kwargs.get("config_patches") or {})
     if patches.get("triton.cudagraphs", config.triton.cudagraphs):
-        if host == ["cuda"]:
+        if len(host) == 1 and (known := torch_device_type(host[0])) is not None and known.cuda_api:
             if patches.get("graph_partition", config.graph_partition):  # compile_fx applies the patch and calls again
                 kwargs["config_patches"] = {**patches, "graph_partition": False}
         else:

@@ -3,9 +3,7 @@
 from collections.abc import Hashable
 
 from ..entrypoints.compile_target import CodegenTarget
-
-# What torch itself generates for each of its device types.
-TORCH_TARGETS = {"cuda": "torch triton", "xpu": "torch triton", "mps": "torch metal", "cpu": "torch cpp"}
+from ..entrypoints.torch_devices import torch_device_type
 
 
 class NativeTarget(CodegenTarget):
@@ -13,10 +11,12 @@ class NativeTarget(CodegenTarget):
 
     def __init__(self, device_type: str) -> None:
         self.device_type = device_type
-        self.name = f"{TORCH_TARGETS.get(device_type, 'torch')} (native)"
+        known = torch_device_type(device_type)
+        self._codegen = known.inductor if known is not None else ""  # what torch itself generates for it
+        self.name = f"torch {self._codegen} (native)" if self._codegen else "torch (native)"
 
     def unavailable_reason(self) -> str | None:
-        if self.device_type in TORCH_TARGETS:
+        if self._codegen:
             return None
         return f"torch has no Inductor backend for the new device type {self.device_type!r}"
 

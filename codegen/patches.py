@@ -24,9 +24,10 @@ from typing import Any
 import torch
 
 from .. import TORCH_RANGE
+from ..entrypoints.torch_devices import TORCH_DEVICE_TYPES
 from ..entrypoints.versions import version_in_range
 
-_TRITON_TYPES = ("cuda", "xpu", "mtia")  # the device types torch would generate Triton for
+_TRITON_TYPES = tuple(t.name for t in TORCH_DEVICE_TYPES.values() if t.inductor == "triton")  # what torch generates Triton for
 _host_types: set[str] = set()
 _interpreted_types: set[str] = set()  # fidelity mode: Triton codegen, run by Triton's interpreter
 _applied = False

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..entrypoints.torch_devices import CUDA
 from . import library
 
 _BF16_HOOKS = ("bf16_compress_hook", "bf16_compress_wrapper_hook")  # the names DDP's check looks for
@@ -25,13 +26,13 @@ def install() -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     check = getattr(DistributedDataParallel, "_check_comm_hook", None)
-    if torch.version.cuda or torch.version.hip or check is None or getattr(check, "__torchplug__", False):
+    if CUDA.built() or check is None or getattr(check, "__torchplug__", False):
         return
 
     @functools.wraps(check)
     def _check_comm_hook(self: DistributedDataParallel, hook: Callable) -> None:
         version = library.emulated_version("nccl")
-        if (getattr(hook, "__name__", None) in _BF16_HOOKS and getattr(self, "device_type", None) == "cuda"
+        if (getattr(hook, "__name__", None) in _BF16_HOOKS and getattr(self, "device_type", None) == CUDA.name
                 and version is not None and version >= (2, 10)):
             hook = _renamed(hook)
         return check(self, hook)

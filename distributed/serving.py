@@ -11,6 +11,7 @@ import threading
 import torch
 import torch.distributed as dist
 
+from ..entrypoints.torch_devices import CUDA
 from .backend import NAME
 
 _lock = threading.Lock()
@@ -44,7 +45,7 @@ def serve(device_type: str, dispatch_key: str, native: str | None = None,
         dist.Backend.default_device_backend_map[device_type] = NAME
         groups.install(lambda: _served, _native)
         library.advertise(native, version)
-        if native == "nccl" and device_type == "cuda":
+        if native == "nccl" and device_type == CUDA.name:
             ddp_hooks.install()
 
 

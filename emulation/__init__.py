@@ -8,11 +8,24 @@ the light modules are: the C++ runtime (csrc/) is compiled and loaded on first d
 therefore load on first access.
 """
 
+import warnings
+from typing import Any
+
 from ..lazy import lazy_exports
 
-__all__, _MODULE_OF, __getattr__ = lazy_exports(__name__, {
-    "attach": ("status_for",),
-    "attachment": ("Attachment", "attached"),
+__all__, _MODULE_OF, _exported = lazy_exports(__name__, {
+    "request": ("status_for",),
+    "emulated": ("EmulatedDevices", "emulated_devices"),
     "config": ("EmulationConfig", "EmulationConfigError"),
     "runtime": ("EmulationNotice", "ensure"),
 })
+# Names before issue 31 gave them ones that say what they are; deprecated.
+RENAMED = {"Attachment": "EmulatedDevices", "attached": "emulated_devices"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in RENAMED:
+        warnings.warn(f"torchplug.emulation.{name} is deprecated: use torchplug.emulation.{RENAMED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        name = RENAMED[name]
+    return _exported(name)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from ..entrypoints.torch_devices import CUDA
 from .cuda_bindings import MODULES, PUBLIC_REFUSED, Bindings
 
 FAITHFUL, NO_OP, RAISES = "faithful", "no-op", "raises"
@@ -72,7 +73,7 @@ def public_names(module_name: str) -> list[str]:
 def referenced_bindings() -> list[str]:
     """The torch._C._cuda_* bindings that torch's installed torch.cuda, torch.backends and test helpers call."""
     root = Path(torch.__file__).parent
-    files = [*(root / "cuda").rglob("*.py"), root / "backends/cuda/__init__.py", root / "backends/cudnn/__init__.py",
+    files = [*(root / CUDA.name).rglob("*.py"), root / "backends/cuda/__init__.py", root / "backends/cudnn/__init__.py",
              root / "testing/_internal/common_cuda.py", root / "testing/_internal/common_utils.py"]
     found = {name for path in files if path.exists() for name in re.findall(r"\b_cuda_\w+", path.read_text())}
     return sorted(found - NOT_BINDINGS)
@@ -98,7 +99,7 @@ def verdict(name: str) -> tuple[str, str]:
         return binding_verdict(name)
     if name in PUBLIC_REFUSED:
         return RAISES, PUBLIC_REFUSED[name]
-    if name in TYPED_TENSORS and not (torch.version.cuda or torch.version.hip):
+    if name in TYPED_TENSORS and not CUDA.built():
         return RAISES, "a CPU wheel has no CUDA tensor types (torch's own error); torch.tensor(..., device='cuda') works"
     if name in NO_OP_NAMES:
         return NO_OP, NO_OP_NAMES[name]

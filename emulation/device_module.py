@@ -15,8 +15,9 @@ from typing import Any
 import torch
 
 from . import runtime
-from .attachment import Attachment
-from .streams import DEVICE_TYPE_IDS, stream_classes
+from .emulated import EmulatedDevices
+from ..entrypoints.torch_devices import by_dispatch_key
+from .streams import stream_classes
 
 Device = int | str | torch.device | None
 _STAT_FIELDS = ("current", "peak", "allocated", "freed")
@@ -69,10 +70,11 @@ def _host_memory() -> int:
 class DeviceModule:
     """torch.cuda's API over one emulated device type."""
 
-    def __init__(self, attachment: Attachment) -> None:
-        self.attachment = attachment
-        self.type = attachment.device_type
-        self._key = attachment.dispatch_key
+    def __init__(self, devices: EmulatedDevices) -> None:
+        self.emulated = devices
+        self.type = devices.device_type
+        self._key = devices.dispatch_key
+        self._torch_type = by_dispatch_key(self._key)  # what torch defines for the type (entrypoints/torch_devices.py)
         self.Stream, self.Event, self.StreamContext = stream_classes(self)
         outer = self
 
@@ -100,7 +102,7 @@ class DeviceModule:
         return True  # opt-in: only attached when TORCHPLUG_EMULATE asked for this backend
 
     def device_count(self) -> int:
-        return self.attachment.count
+        return self.emulated.count
 
     def is_initialized(self) -> bool:
         return runtime.is_configured(self.type)
@@ -142,12 +144,12 @@ class DeviceModule:
 
     def get_device_name(self, device: Device = None) -> str:
         index = self._index(device)
-        return f"{self.attachment.device_name} #{index}" if self.attachment.count > 1 else self.attachment.device_name
+        return f"{self.emulated.device_name} #{index}" if self.emulated.count > 1 else self.emulated.device_name
 
     def get_device_properties(self, device: Device = None) -> EmulatedDeviceProperties:
         index = self._index(device)
-        refused = self.attachment.refused_dtypes
-        shape = self.attachment.shape  # TORCHPLUG_EMULATE_GPU's model, else the backend's default
+        refused = self.emulated.refused_dtypes
+        shape = self.emulated.shape  # TORCHPLUG_EMULATE_GPU's model, else the backend's default
         return EmulatedDeviceProperties(
             name=self.get_device_name(index),
             type=self.type,
@@ -171,7 +173,7 @@ class DeviceModule:
 
     def _total_memory(self, index: int) -> int:
         """TORCHPLUG_EMULATE_MEMORY's capacity, else the model's memory, else the host's."""
-        return self.attachment.capacities[index] or self.attachment.shape.memory or _host_memory()
+        return self.emulated.capacities[index] or self.emulated.shape.memory or _host_memory()
 
     def get_device_capability(self, device: Device = None) -> tuple[int, int]:
         props = self.get_device_properties(device)
@@ -185,7 +187,7 @@ class DeviceModule:
         build_flags = original("_cuda_getArchFlags")
         if build_flags is not None and build_flags():
             return build_flags().split()
-        return list(self.attachment.shape.arch_list)
+        return list(self.emulated.shape.arch_list)
 
     # ---- memory -------------------------------------------------------------------------------
     def memory_allocated(self, device: Device = None) -> int:
@@ -271,7 +273,7 @@ class DeviceModule:
         if not runtime.is_configured(self.type):
             runtime.queue_seed(self.type, index, seed)  # like torch.cuda's _lazy_call
             return
-        for i in range(self.attachment.count) if index < 0 else (index,):
+        for i in range(self.emulated.count) if index < 0 else (index,):
             runtime.extension().manual_seed(self._key, i, seed)
 
     def seed(self) -> None:
@@ -279,7 +281,7 @@ class DeviceModule:
 
     def seed_all(self) -> None:
         value = runtime.extension().seed(self._key, 0)
-        for i in range(1, self.attachment.count):
+        for i in range(1, self.emulated.count):
             runtime.extension().manual_seed(self._key, i, value)
 
     def initial_seed(self) -> int:
@@ -296,7 +298,7 @@ class DeviceModule:
         runtime.extension().set_rng_state(self._key, index, ctypes.string_at(state.data_ptr(), state.numel()))
 
     def get_rng_state_all(self) -> list[torch.Tensor]:
-        return [self.get_rng_state(i) for i in range(self.attachment.count)]
+        return [self.get_rng_state(i) for i in range(self.emulated.count)]
 
     def set_rng_state_all(self, new_states: list[torch.Tensor]) -> None:
         for i, state in enumerate(new_states):
@@ -306,11 +308,11 @@ class DeviceModule:
     def current_stream(self, device: Device = None) -> torch.Stream:
         index = self._index(device)
         stream_id = runtime.extension().current_stream(self._key, index)
-        return self.Stream(stream_id=stream_id, device_index=index, device_type=DEVICE_TYPE_IDS[self._key])
+        return self.Stream(stream_id=stream_id, device_index=index, device_type=self._torch_type.type_id)
 
     def default_stream(self, device: Device = None) -> torch.Stream:
         self._lazy_init()
-        return self.Stream(stream_id=0, device_index=self._index(device), device_type=DEVICE_TYPE_IDS[self._key])
+        return self.Stream(stream_id=0, device_index=self._index(device), device_type=self._torch_type.type_id)
 
     def set_stream(self, stream: torch.Stream | None) -> None:
         """Make `stream` current; like torch.cuda.set_stream, its device becomes the current device."""
@@ -336,10 +338,10 @@ class DeviceModule:
             index = int(device)
         if index < 0:
             return index
-        if index >= self.attachment.count:
+        if index >= self.emulated.count:
             raise RuntimeError(
                 f"invalid device ordinal: {self.type}:{index} is out of range; torchplug's emulated "
-                f"{self.type} runtime has {self.attachment.count} device(s). "
+                f"{self.type} runtime has {self.emulated.count} device(s). "
                 "Set TORCHPLUG_EMULATE_DEVICES to emulate more."
             )
         return index
@@ -361,7 +363,7 @@ class DeviceModule:
             "set_stream", "stream", "Stream", "Event", "StreamContext", "device", "device_of",
         ]
         exports = {name: getattr(self, name) for name in names}
-        if self.type == "cuda":  # torch.xpu's variant returns a dict of features instead
+        if self._torch_type.capability:  # torch.xpu's variant returns a dict of features instead
             exports["get_device_capability"] = self.get_device_capability
         # torch.mps spells two of them differently.
         exports["current_allocated_memory"] = lambda: self.memory_allocated(0)

@@ -17,10 +17,10 @@ class Emulation(BackendExtension):
 
     def setup(self, backend: Any) -> None:
         if os.environ.get("TORCHPLUG_EMULATE"):
-            from .attach import attach
+            from .request import emulate_if_requested
             from .config import requested_names
 
-            attach(backend, STANDARD_DTYPES - backend.spec.dtypes)
+            emulate_if_requested(backend, STANDARD_DTYPES - backend.spec.dtypes)
             if backend.spec.name in requested_names():
                 return
         from .hint import hint_emulation
@@ -29,14 +29,14 @@ class Emulation(BackendExtension):
 
     def check_environment(self, plugins: Sequence[str]) -> None:
         if os.environ.get("TORCHPLUG_EMULATE"):  # the other TORCHPLUG_EMULATE_* settings only act with it
-            from .attach import check_settings
+            from .request import check_settings
 
             check_settings(plugins)
 
     def status(self, backend: Any) -> DeviceStatus | None:
         if not os.environ.get("TORCHPLUG_EMULATE"):
             return None
-        from .attach import status_for
+        from .request import status_for
 
         found = status_for(backend)  # emulated, or why the requested emulation is not possible, and the fix
         return None if found is None else DeviceStatus(*found)

@@ -38,10 +38,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map_only
 
+from ..entrypoints.torch_devices import TORCH_DEVICE_TYPES
 from . import runtime
 
 UNSUPPORTED, INVALIDATED = 900, 901  # cudaErrorStreamCaptureUnsupported, cudaErrorStreamCaptureInvalidated
-GRAPH_KEYS = {"cuda": "CUDA", "xpu": "XPU"}  # device types torch has a graph API for -> dispatch keys
+# device types torch has a graph API for -> dispatch keys
+GRAPH_KEYS = {t.name: t.dispatch_key for t in TORCH_DEVICE_TYPES.values() if t.graphs}
 
 _PLAIN = torch._C._disabled_torch_dispatch_impl  # torch.Tensor's and Parameter's __torch_dispatch__
 _recordings: dict[int, "Recording"] = {}  # capture id -> its recording

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ..entrypoints.torch_devices import CUDA
 from . import runtime
 
 _conv_benchmark_empty_cache = True  # torch's default; there is no cuDNN to obey it
@@ -38,11 +39,11 @@ def _ext() -> Any:
 
 
 def _begin_allocate_to_pool(device: int, pool: tuple[int, int]) -> None:
-    _ext().graph_begin_thread_pool("CUDA", int(device), tuple(pool))
+    _ext().graph_begin_thread_pool(CUDA.dispatch_key, int(device), tuple(pool))
 
 
 def _end_allocate_to_pool(device: int, pool: tuple[int, int]) -> None:
-    _ext().graph_end_thread_pool("CUDA", int(device), tuple(pool))
+    _ext().graph_end_thread_pool(CUDA.dispatch_key, int(device), tuple(pool))
 
 
 def _release_pool(device: int, pool: tuple[int, int]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..entrypoints.torch_devices import torch_device_type
 from . import runtime
 from .graph_capture import GRAPH_KEYS, Program, Recording, start, stop
 
@@ -172,20 +173,13 @@ def graph_class(module: Any) -> type:
             raise RuntimeError(f"{what}: torchplug's emulated {device_type} device records ATen ops and host "
                                f"kernels, not a {device_type} runtime graph, so there is no handle to return")
 
-        def raw_cuda_graph(self) -> int:
-            return self._raw("raw_cuda_graph()")
-
-        def raw_cuda_graph_exec(self) -> int:
-            return self._raw("raw_cuda_graph_exec()")
-
     EmulatedGraph.__name__ = EmulatedGraph.__qualname__ = name
     EmulatedGraph.__doc__ = (f"Wrapper around a {upper} graph on torchplug's emulated {device_type} device: capture "
                              "records the device work, replay runs it again on the same memory (docs/emulation.md, "
                              "'CUDA graphs').")
     EmulatedGraph.__module__ = f"torch.{device_type}.graphs"
-    if device_type == "xpu":
-        EmulatedGraph.raw_xpu_graph = lambda self: self._raw("raw_xpu_graph()")
-        EmulatedGraph.raw_xpu_graph_exec = lambda self: self._raw("raw_xpu_graph_exec()")
+    for method in torch_device_type(device_type).raw_graph_methods:  # raw_cuda_graph(), ...: no runtime handle
+        setattr(EmulatedGraph, method, lambda self, what=f"{method}()": self._raw(what))
     return EmulatedGraph
 
 
@@ -243,10 +237,10 @@ def install(module: Any) -> None:
         index = module.current_device()
         return bool(runtime.extension().graph_current_capture(key, index)[0])
 
-    pool_handle = "_graph_pool_handle" if device_type == "cuda" else f"_{device_type}_graph_pool_handle"
+    facts = torch_device_type(device_type)
     replacements = {
         name: cls,
-        pool_handle: graph_pool_handle,
+        facts.graph_pool_handle: graph_pool_handle,
         f"_{device_type}_isCurrentStreamCapturing": is_current_stream_capturing,
     }
     for attr, value in replacements.items():
@@ -255,7 +249,7 @@ def install(module: Any) -> None:
         if attr != name:
             setattr(torch._C, attr, value)  # other torch modules call the bindings by these names
     setattr(package, name, cls)
-    if device_type == "cuda":
+    if facts.cuda_api:
         from .graph_trees import install as install_inductor_bindings
 
         install_inductor_bindings()

@@ -12,12 +12,15 @@ from typing import Any
 
 import torch
 
+from ..entrypoints.torch_devices import torch_device_type
+
 _hinted: dict[str, list[str]] = {}  # device type -> backend names that could emulate it
 
 
 def hint_emulation(device_type: str, backend_name: str) -> None:
     """Add "set TORCHPLUG_EMULATE=<backend>" to torch's error on first use of an absent cuda or xpu."""
-    if device_type not in ("cuda", "xpu"):
+    known = torch_device_type(device_type)
+    if known is None or not known.lazy_init:  # only torch.<type>._lazy_init() raises torch's error
         return
     names = _hinted.setdefault(device_type, [])
     if backend_name in names:

@@ -28,31 +28,31 @@ from typing import Any
 
 import torch
 
+from ..entrypoints.torch_devices import PRIVATEUSE1, by_dispatch_key, torch_device_type
 from . import aliases
-from .attachment import Attachment
+from .emulated import EmulatedDevices
 
 _lock = threading.Lock()
 _modules: dict[str, Any] = {}  # device type -> DeviceModule
-_mps_stub: torch.library.Library | None = None
+_first_use_stubs: dict[str, torch.library.Library] = {}  # dispatch key -> the Python fallback that loads the runtime
 _autograd_wrapped = False
 _serialization_registered = False
 _accelerator_wrapped = False
 _storages_wrapped = False
-# Device types whose storages torch's C++ refuses to create or resize on a CPU build.
-_STORAGE_REFUSED = {"CUDA", "MPS"}
 
 
-def install(attachment: Attachment) -> None:
+def install(devices: EmulatedDevices) -> None:
     from .device_module import DeviceModule
 
-    module = DeviceModule(attachment)
+    module = DeviceModule(devices)
+    facts = by_dispatch_key(devices.dispatch_key)  # what torch defines for the type (entrypoints/torch_devices.py)
     with _lock:
-        _modules[attachment.device_type] = module
-        if attachment.dispatch_key == "PrivateUse1":
-            _register_new_device(attachment, module)
+        _modules[devices.device_type] = module
+        if devices.dispatch_key == PRIVATEUSE1.dispatch_key:
+            _register_new_device(devices, module)
         else:
             # torch.<type> and its submodules' aliases (torch.cuda.memory's is_initialized, ...)
-            aliases.replace(getattr(torch, attachment.device_type), module.exports(), f"torch.{attachment.device_type}")
+            aliases.replace(getattr(torch, devices.device_type), module.exports(), f"torch.{devices.device_type}")
             from .graphs import install as install_graphs
 
             install_graphs(module)  # torch.cuda / torch.xpu graphs; see graphs.py
@@ -61,28 +61,29 @@ def install(attachment: Attachment) -> None:
             # Hooks torch calls before the first device use (torch.Generator(device=...)) set the
             # runtime up through this; emulated cuda needs torchplug's CUDA hooks for them.
             preloaded.set_configure_callback(_configure_runtime)
-            if attachment.dispatch_key == "CUDA":
+            if facts.hooks_built_at_import:
                 preloaded.swap_cuda_hooks()
-        if attachment.dispatch_key == "MPS":
-            _install_mps_stub()
+        if facts.first_use_in_dispatcher:
+            _install_first_use_stub(devices.dispatch_key)
             # torch.backends.mps asks the C++ hooks, which would fix them before ours register.
-            torch.backends.mps.is_available = _keep_wrapped(module.is_available, torch.backends.mps.is_available)
+            backends = getattr(torch.backends, devices.device_type)
+            backends.is_available = _keep_wrapped(module.is_available, backends.is_available)
             # Inductor's compile workers ask the GPU's core count and name, which only macOS builds bind.
-            torch.backends.mps.get_core_count = _keep_wrapped(
-                lambda: module.get_device_properties().multi_processor_count, torch.backends.mps.get_core_count)
-            torch.backends.mps.get_name = _keep_wrapped(module.get_device_name, torch.backends.mps.get_name)
+            backends.get_core_count = _keep_wrapped(
+                lambda: module.get_device_properties().multi_processor_count, backends.get_core_count)
+            backends.get_name = _keep_wrapped(module.get_device_name, backends.get_name)
             if preloaded is not None:
-                preloaded.register_guard_early("MPS", attachment.count)
+                preloaded.register_guard_early(devices.dispatch_key, devices.count)
             else:
-                _load_on_first_mps_mention()
-        if attachment.dispatch_key == "CUDA":
+                _load_on_first_mention(devices.device_type)
+        if facts.cuda_api:
             from . import cuda_bindings
 
             cuda_bindings.install(module)
         _wrap_autograd()
         _wrap_accelerator()
         _register_serialization()
-        if attachment.dispatch_key in _STORAGE_REFUSED:
+        if facts.storages_need_runtime:
             _wrap_storages()
 
 
@@ -106,7 +107,8 @@ def device_module(device_type: str) -> Any:
 def refuse_device(device_type: str, reason: str) -> None:
     """Make first use of `device_type` fail with `reason` (an explicit ask that cannot be served)."""
     target = getattr(torch, device_type, None)
-    if target is None or device_type not in ("cuda", "xpu"):
+    known = torch_device_type(device_type)
+    if target is None or known is None or not known.lazy_init:
         return
 
     def _lazy_init() -> None:
@@ -115,10 +117,10 @@ def refuse_device(device_type: str, reason: str) -> None:
     target._lazy_init = _lazy_init
 
 
-def _register_new_device(attachment: Attachment, module: Any) -> None:
-    name = attachment.device_type
+def _register_new_device(devices: EmulatedDevices, module: Any) -> None:
+    name = devices.device_type
     if torch._C._get_privateuse1_backend_name() != name:
-        torch.utils.rename_privateuse1_backend(name)  # once per process; attach checked it is free
+        torch.utils.rename_privateuse1_backend(name)  # once per process; request.py checked it is free
     namespace = types.ModuleType(f"torch.{name}", f"torchplug emulated device module for '{name}'")
     for key, value in module.exports().items():
         setattr(namespace, key, value)
@@ -143,17 +145,18 @@ def _configure_runtime() -> None:
     runtime.ensure()
 
 
-def _mentions_mps(values: Any) -> bool:
+def _mentions(values: Any, device_type: str) -> bool:
     for value in values:
-        if isinstance(value, torch.device) and value.type == "mps":
+        if isinstance(value, torch.device) and value.type == device_type:
             return True
-        if isinstance(value, str) and value.split(":", 1)[0] == "mps":
+        if isinstance(value, str) and value.split(":", 1)[0] == device_type:
             return True
     return False
 
 
-def _load_on_first_mps_mention() -> None:
-    """Until the runtime is built: the usual ways into an MPS device load it first, then step aside."""
+def _load_on_first_mention(device_type: str) -> None:
+    """Until the runtime is built: the usual ways into a device without a lazy-init hook load it first,
+    then step aside."""
     originals = [(torch.Tensor, "to"), (torch, "tensor"), (torch, "as_tensor")]
     saved = [(owner, name, getattr(owner, name)) for owner, name in originals]
 
@@ -164,15 +167,15 @@ def _load_on_first_mps_mention() -> None:
     for owner, name, function in saved:
 
         @functools.wraps(function)
-        def loads_runtime_on_mps(*args: Any, __function: Any = function, **kwargs: Any) -> Any:
-            if _mentions_mps(args) or _mentions_mps(kwargs.values()):
+        def loads_runtime_on_first_mention(*args: Any, __function: Any = function, **kwargs: Any) -> Any:
+            if _mentions(args, device_type) or _mentions(kwargs.values(), device_type):
                 from . import runtime
 
                 runtime.ensure()
                 restore()
             return __function(*args, **kwargs)
 
-        setattr(owner, name, loads_runtime_on_mps)
+        setattr(owner, name, loads_runtime_on_first_mention)
 
 
 def _wrap_accelerator() -> None:
@@ -196,30 +199,29 @@ def _wrap_accelerator() -> None:
     _accelerator_wrapped = True
 
 
-def _install_mps_stub() -> None:
-    global _mps_stub
-    if _mps_stub is not None:
+def _install_first_use_stub(dispatch_key: str) -> None:
+    if dispatch_key in _first_use_stubs:
         return
     stub = torch.library.Library("_", "IMPL")
 
-    def first_mps_op(op: Any, *args: Any, **kwargs: Any) -> Any:
+    def first_op(op: Any, *args: Any, **kwargs: Any) -> Any:
         from . import runtime
 
-        runtime.ensure()  # drops this stub, then registers the C++ fallback for MPS
+        runtime.ensure()  # drops this stub, then registers the C++ fallback for the key
         return op(*args, **kwargs)
 
-    stub.fallback(first_mps_op, dispatch_key="MPS")
-    _mps_stub = stub
+    stub.fallback(first_op, dispatch_key=dispatch_key)
+    _first_use_stubs[dispatch_key] = stub
     from . import runtime
 
-    runtime.before_configure("MPS", drop_mps_stub)  # the C++ fallback takes the MPS key over from the stub
+    # the C++ fallback takes the key over from the stub
+    runtime.before_configure(dispatch_key, lambda: _drop_first_use_stub(dispatch_key))
 
 
-def drop_mps_stub() -> None:
-    global _mps_stub
-    if _mps_stub is not None:
-        _mps_stub._destroy()
-        _mps_stub = None
+def _drop_first_use_stub(dispatch_key: str) -> None:
+    stub = _first_use_stubs.pop(dispatch_key, None)
+    if stub is not None:
+        stub._destroy()
 
 
 def _emulated_storage_device(device: Any) -> torch.device | None:
@@ -228,7 +230,7 @@ def _emulated_storage_device(device: Any) -> torch.device | None:
         return None
     device = torch.device(device)
     module = _modules.get(device.type)
-    if module is None or module.attachment.dispatch_key not in _STORAGE_REFUSED:
+    if module is None or not by_dispatch_key(module.emulated.dispatch_key).storages_need_runtime:
         return None
     return module._device(device)
 

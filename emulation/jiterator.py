@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..entrypoints.torch_devices import CUDA
 from ..extension import cache_dir
 
 _PRELUDE = """\
@@ -111,7 +112,7 @@ def compile_and_launch(code: str, name: str, return_by_ref: bool, num_outputs: i
     from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
     devices = {t.device for t in tensors}
-    if len(devices) != 1 or next(iter(devices)).type != "cuda":
+    if len(devices) != 1 or next(iter(devices)).type != CUDA.name:
         raise RuntimeError(f"Expected all tensors to be on the same device, but the jiterator kernel {name!r} got "
                            f"tensors on {sorted(map(str, devices))}")
     device = devices.pop()

@@ -16,7 +16,8 @@ from types import ModuleType
 import torch
 
 from .. import TorchplugWarning, warn
-from .attachment import Attachment, attached
+from ..entrypoints.torch_devices import CUDA, PRIVATEUSE1, by_dispatch_key
+from .emulated import EmulatedDevices, emulated_devices
 from .config import current
 
 _lock = threading.RLock()
@@ -38,7 +39,7 @@ def is_configured(device_type: str) -> bool:
 def extension() -> ModuleType:
     """The runtime's C++ module, with every attached device type configured."""
     ext = _ext
-    if ext is not None and len(_configured) == len(attached()):
+    if ext is not None and len(_configured) == len(emulated_devices()):
         return ext
     return ensure()
 
@@ -53,9 +54,9 @@ def ensure() -> ModuleType:
                 from .build import load
 
                 _ext = load()
-            new = [a for a in attached().values() if a.device_type not in _configured]
-            for attachment in new:
-                _configure(_ext, attachment)
+            new = [a for a in emulated_devices().values() if a.device_type not in _configured]
+            for devices in new:
+                _configure(_ext, devices)
             if new:
                 _notice(new)
             _choose_accelerator(_ext)
@@ -70,17 +71,18 @@ def before_configure(dispatch_key: str, callback: Callable[[], None]) -> None:
     _before_configure[dispatch_key] = callback
 
 
-def _configure(ext: ModuleType, a: Attachment) -> None:
+def _configure(ext: ModuleType, a: EmulatedDevices) -> None:
     if callback := _before_configure.pop(a.dispatch_key, None):
         callback()
     refused = sorted(str(d).removeprefix("torch.") for d in a.refused_dtypes)
-    adopt_native = a.dispatch_key == "CUDA" and cuda_build()
+    facts = by_dispatch_key(a.dispatch_key)
+    adopt_native = facts.runtime_replaceable and facts.built()  # this build's kernels for the type, taken over
     if adopt_native:
         from . import late_kernels
 
         late_kernels.watch(ext, a.dispatch_key)  # before configure adopts what is there: nothing slips between
     ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend, adopt_native=adopt_native)
-    if a.dispatch_key == "PrivateUse1":
+    if a.dispatch_key == PRIVATEUSE1.dispatch_key:
         ext.register_privateuse1_hooks()
     namespace = getattr(torch, a.device_type, None)
     if hasattr(namespace, "default_generators"):  # torch.cuda / torch.xpu's Python generator objects
@@ -99,26 +101,17 @@ def _choose_accelerator(ext: ModuleType) -> None:
     global _accelerator_chosen
     if _accelerator_chosen:
         return
-    if _gpuless_cuda_build() and "cuda" not in attached():
+    if CUDA.built() and torch.cuda.device_count() == 0 and CUDA.name not in emulated_devices():
         # torch's CUDA hooks report CUDA as built, and torch refuses two accelerators ("Cannot have
         # both XPU and cuda"): with no GPU to serve, they stop claiming the slot (csrc/hooks.cpp).
         ext.mute_cuda_hooks()
-    by_backend = {a.backend: a for a in attached().values()}
+    by_backend = {a.backend: a for a in emulated_devices().values()}
     for name in current().names:
         a = by_backend.get(name)
         if a is not None:
             ext.set_accelerator(a.dispatch_key)
             _accelerator_chosen = True
             return
-
-
-def cuda_build() -> bool:
-    """A CUDA or ROCm build of torch, whose CUDA kernels and hooks emulated cuda takes over."""
-    return bool(torch.version.cuda or torch.version.hip)
-
-
-def _gpuless_cuda_build() -> bool:
-    return cuda_build() and torch.cuda.device_count() == 0
 
 
 def cuda_hooks_state() -> str:
@@ -138,13 +131,13 @@ _drain_registered = False
 def prepare_backward(tensors) -> None:
     """Before autograd runs: load the runtime and make the roots' device type torch's accelerator."""
     global _drain_registered
-    if not attached():
+    if not emulated_devices():
         return
     ext = extension()
     if not _drain_registered:
         atexit.register(_drain_autograd_workers)
         _drain_registered = True
-    types = {t.device.type for t in tensors if isinstance(t, torch.Tensor)} & set(attached())
+    types = {t.device.type for t in tensors if isinstance(t, torch.Tensor)} & set(emulated_devices())
     if not types:
         return
     if len(types) > 1:
@@ -153,7 +146,7 @@ def prepare_backward(tensors) -> None:
             "2.13's autograd engine serves one accelerator device type per backward call. Call backward "
             "once per device type, or move the outputs to one device first."
         )
-    ext.set_accelerator(attached()[types.pop()].dispatch_key)
+    ext.set_accelerator(emulated_devices()[types.pop()].dispatch_key)
 
 
 def _drain_autograd_workers() -> None:
@@ -168,7 +161,7 @@ def _drain_autograd_workers() -> None:
     the marker stashed in its snapshot is freed exactly then. Its leaf and gradient are kept
     alive on purpose, so nothing else in it needs Python afterwards.
     """
-    candidates = [a for a in attached().values() if is_configured(a.device_type)]
+    candidates = [a for a in emulated_devices().values() if is_configured(a.device_type)]
     for index in range(max((a.count for a in candidates), default=0)):
         owner = next((a for a in candidates if index < a.count), None)
         if owner is not None:
@@ -203,17 +196,17 @@ def _drain(device: torch.device) -> None:
     released.wait(timeout=2.0)
 
 
-def _notice(attachments: list[Attachment]) -> None:
+def _notice(emulated: list[EmulatedDevices]) -> None:
     """One notice for the types set up together, at the user's line that first used any of them."""
-    if len(attachments) == 1:
-        a = attachments[0]
+    if len(emulated) == 1:
+        a = emulated[0]
         message = (
             f"torchplug: '{a.device_type}' is an EMULATED device (backend '{a.backend}', TORCHPLUG_EMULATE): "
             f"{a.count} device(s) backed by host memory, kernels run on the CPU. It is not a real {a.label}."
         )
     else:
         each = "; ".join(f"'{a.device_type}' (backend '{a.backend}'): {a.count} device(s), not a real {a.label}"
-                         for a in attachments)
+                         for a in emulated)
         message = (f"torchplug: EMULATED devices (TORCHPLUG_EMULATE), set up together on this first use of one: "
                    f"{each}. They are backed by host memory; kernels run on the CPU.")
     try:

@@ -10,9 +10,6 @@ from typing import Any
 
 import torch
 
-# c10::DeviceType values, which torch.Stream(stream_id=, device_index=, device_type=) expects.
-DEVICE_TYPE_IDS = {"CUDA": 1, "XPU": 12, "MPS": 13, "PrivateUse1": 20}
-
 
 def stream_classes(module: Any) -> tuple[type, type, type]:
     """(Stream, Event, StreamContext) bound to `module`, an emulated DeviceModule."""

@@ -9,6 +9,7 @@ with the fix.
 """
 
 import difflib
+import functools
 import os
 import re
 import sys
@@ -18,6 +19,7 @@ import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, PackageMetadata, distributions, entry_points
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -29,9 +31,6 @@ from .backend import Backend
 from .versions import REQUIREMENT, InvalidRange, install_torch_command, lower_bound_first, version_in_range
 
 GROUP = "torchplug.devices"
-# The plugins in this repository's devices/ folders. No torchplug distribution is published on a
-# package index, so an install hint names a folder, and only for these names.
-REPOSITORY_PLUGINS = ("cpu", "cuda", "mps", "rocm", "xpu")
 Status = Literal["loaded", "failed", "incompatible", "skipped", "pending"]
 
 
@@ -161,9 +160,19 @@ def installed(name: str) -> PluginRecord:
     return records_now[name]
 
 
+@functools.cache
+def repository_plugins() -> tuple[str, ...]:
+    """The plugins in this repository's devices/ folders, one per folder with a pyproject.toml: the one
+    source of the list. The core ships those files (pyproject.toml's package data), so a copy installed
+    from a checkout knows them too. No torchplug distribution is published on a package index, so an
+    install hint names a folder, and only for these names."""
+    devices = Path(__file__).resolve().parents[1] / "devices"
+    return tuple(sorted(path.parent.name for path in devices.glob("*/pyproject.toml")))
+
+
 def install_hint(name: str) -> str:
     """How to install the plugin `name`: from this repository's folder if it is one of its plugins."""
-    if name in REPOSITORY_PLUGINS:
+    if name in repository_plugins():
         return (f"from a torchplug checkout, pip install ./devices/{name} (into an environment without "
                 f"torchplug yet, core first: pip install ./ ./devices/{name})")
     return "install the plugin distribution that provides it"

@@ -9,10 +9,7 @@ from .. import API_VERSION, warn
 from .profile import DeviceProfile
 from .versions import InvalidRange, check_range, version_in_range
 
-# torch's own device types keep their own dispatch keys; a new device name takes PrivateUse1. The one
-# device -> key map in torchplug's Python (the emulated runtime's C++ maps keys to device types).
-NATIVE_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "xpu": "XPU", "mps": "MPS"}
-PRIVATEUSE1 = "PrivateUse1"
+from .torch_devices import dispatch_key_of
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 TORCH_NEEDS = (torch.bool, torch.uint8)  # dtypes torch's own machinery creates on any device
 
@@ -39,7 +36,7 @@ class BackendSpec:
         problems = []
         if not _NAME.match(self.name):
             problems.append(f"name {self.name!r} must be lowercase letters, digits and '_'")
-        expected_key = NATIVE_DISPATCH_KEYS.get(self.device_type, PRIVATEUSE1)
+        expected_key = dispatch_key_of(self.device_type)
         if not _NAME.match(self.device_type):
             problems.append(f"device_type {self.device_type!r} is not a device type name")
         elif self.dispatch_key != expected_key:

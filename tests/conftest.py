@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_PLUGINS = ["cpu", "cuda", "mps", "rocm", "xpu"]
+# The repository's plugins: its devices/ folders, the list's one source (entrypoints/loader.py).
+REAL_PLUGINS = sorted(path.parent.name for path in (REPO / "devices").glob("*/pyproject.toml"))
 _TORCHPLUG_VARS = ("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD")
 _KEPT_VARS = ("TORCHPLUG_CACHE", "TORCHPLUG_VERBOSE_BUILD")  # where and how extensions build, not behaviour
 # With the example npu plugin installed and emulated: print a tensor and load a checkpoint onto the

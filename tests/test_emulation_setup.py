@@ -281,3 +281,26 @@ def test_cuda_is_emulated_on_cpu_wheels_and_on_cuda_builds_without_a_gpu():
         assert "this torch has no CUDA runtime" in reason
     else:  # torch's own CUDA kernels, hooks, guard and bindings give way, and the reason says why
         assert "this CUDA build sees no GPU" in reason and "torch's CUDA kernels" in reason, reason
+
+
+def test_the_renamed_emulation_names_keep_deprecated_aliases():
+    """attach/attachment/attached became request.emulate_if_requested, EmulatedDevices and emulated_devices()."""
+    from conftest import run_python
+
+    out = run_python('''
+        import warnings
+        warnings.simplefilter("always")
+        import torch
+        from torchplug.emulation import request, emulated
+        from torchplug.emulation.emulated import EmulatedDevices, emulated_devices
+        with warnings.catch_warnings(record=True) as caught:
+            import torchplug.emulation as emulation
+            from torchplug.emulation import attach, attachment
+            old = (emulation.Attachment, emulation.attached, attach.attach, attachment.Attachment, attachment.attached)
+        new = (EmulatedDevices, emulated_devices, request.emulate_if_requested, EmulatedDevices, emulated_devices)
+        print(old == new, sorted(str(w.message).split(" is ")[0] for w in caught if w.category is DeprecationWarning))
+        print(sorted(emulated_devices()), emulated_devices()["xpu"].backend, torch.ones(1, device="xpu").device)
+    ''', TORCHPLUG_EMULATE="xpu").stdout.splitlines()
+    assert out[0] == ("True ['torchplug.emulation.Attachment', 'torchplug.emulation.attach', "
+                      "'torchplug.emulation.attached', 'torchplug.emulation.attachment']"), out
+    assert out[1] == "['xpu'] xpu xpu:0", out

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, clean_env, cli_json, make_plugin, plugin_source, run_cli, run_process, run_python
+from conftest import REAL_PLUGINS, REPO, clean_env, cli_json, make_plugin, plugin_source, run_cli, run_process, run_python
 
 USER_FACING = [*REPO.glob("*.md"), *REPO.glob("docs/**/*.md"),
                *(p for p in REPO.rglob("*.py") if not p.is_relative_to(REPO / "tests") and not any(part.startswith(".venv") for part in p.parts))]
@@ -85,9 +85,12 @@ def test_strict_modes_last_line_names_a_failed_plugin_not_the_first_one_torch_ca
 def test_install_hints_name_repository_folders_and_only_for_real_plugins():
     typo = run_cli("doctor", "xpuu")
     assert "did you mean 'xpu'?" in typo.stdout and "pip install" not in typo.stdout, typo.stdout
-    from torchplug.entrypoints.loader import install_hint
+    from torchplug.entrypoints.loader import install_hint, repository_plugins
 
-    assert "pip install ./ ./devices/xpu" in install_hint("xpu")
+    # the installed copy reads the list from the devices/ folders' pyproject.toml files it ships
+    assert list(repository_plugins()) == REAL_PLUGINS
+    assert all(f"pip install ./ ./devices/{name}" in install_hint(name) for name in REAL_PLUGINS)
+    assert install_hint("npu") == "install the plugin distribution that provides it"
     # No torchplug distribution is published: a hint to install one by name could fetch anyone's package.
     offenders = [str(p) for p in USER_FACING if re.search(r"pip install torchplug-", p.read_text())]
     assert not offenders

@@ -42,7 +42,7 @@ class CpuBackend(Backend):
             from torchplug.cli.build import about_to_build  # argparse & co: only on this path
             from torchplug.extension import first_notice
 
-            if about_to_build():  # `torchplug build` / `doctor` is about to fix it
+            if about_to_build(backend=self.spec.name):  # `torchplug build` / `doctor` is about to fix it
                 return
             if not_built and not first_notice(self.kernel_problem):
                 return  # it holds until the user builds, and `torchplug list` shows it: said once per cache
