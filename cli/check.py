@@ -11,11 +11,11 @@ from ..conformance.cases.tiers import DEFAULT_DTYPES, TIERS, WIDE_DTYPES, Select
 from ..conformance.modes import mode_names
 from ..conformance.report import failed
 from ..entrypoints.loader import PluginError, installed
+from ..entrypoints.torch_devices import XPU
 
-# What `torchplug check` alone checks: the smoke tier on this backend, emulated where there is none.
-# The only device name in the check command (issue #31: the core names no device), kept here until
-# the table of torch's device types can answer it.
-DEFAULT_BACKEND = "xpu"
+# What `torchplug check` alone checks: the smoke tier of the xpu backend, emulated where there is no
+# device (the documented default, docs/conformance.md).
+DEFAULT_BACKEND = XPU.name
 INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT (128 + 2)
 
 

@@ -7,7 +7,6 @@ load the runtime on first call, as torch.cuda does on lazy init.
 """
 
 import ctypes
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -58,13 +57,6 @@ class EmulatedDeviceProperties:
     @property
     def shared_memory_per_multiprocessor(self) -> int:
         return self.shared_memory_per_block_optin
-
-
-def _host_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 0
 
 
 class DeviceModule:
@@ -173,7 +165,7 @@ class DeviceModule:
 
     def _total_memory(self, index: int) -> int:
         """TORCHPLUG_EMULATE_MEMORY's capacity, else the model's memory, else the host's."""
-        return self.emulated.capacities[index] or self.emulated.shape.memory or _host_memory()
+        return self.emulated.capacities[index]
 
     def get_device_capability(self, device: Device = None) -> tuple[int, int]:
         props = self.get_device_properties(device)

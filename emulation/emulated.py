@@ -19,7 +19,7 @@ class EmulatedDevices:
     device_type: str  # torch device type, e.g. "cuda"
     dispatch_key: str  # "CUDA", "XPU", "MPS" or "PrivateUse1"
     count: int
-    capacities: tuple[int, ...]  # bytes per device, 0 = unlimited
+    capacities: tuple[int, ...]  # bytes per device: TORCHPLUG_EMULATE_MEMORY, else the model's, else the host's
     refused_dtypes: frozenset[torch.dtype]  # standard dtypes the backend does not declare
     profile: DeviceProfile  # the backend's own: label, emulated shapes, ...
     shape: EmulatedShape  # the model it answers as (TORCHPLUG_EMULATE_GPU, else the profile's default)

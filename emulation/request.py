@@ -7,6 +7,7 @@ loaded on first device use (runtime.py).
 """
 
 import difflib
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
@@ -136,8 +137,7 @@ def emulate_if_requested(backend, refused_dtypes: frozenset[torch.dtype]) -> Emu
             device_type=spec.device_type,
             dispatch_key=spec.dispatch_key,
             count=count,
-            # a real GPU holds its model's memory and no more; TORCHPLUG_EMULATE_MEMORY overrides
-            capacities=(config.capacity(name) or (shape.memory if shape else 0),) * count,
+            capacities=(config.capacity(name) or (shape.memory if shape else 0) or _host_memory(),) * count,
             refused_dtypes=frozenset(refused_dtypes),
             profile=spec.profile,
             shape=shape,
@@ -150,6 +150,15 @@ def emulate_if_requested(backend, refused_dtypes: frozenset[torch.dtype]) -> Emu
         record(devices)
         return devices
 
+
+
+def _host_memory() -> int:
+    """A device without a model holds what the host does: past it, allocations raise OutOfMemoryError
+    as on a real device (the host would otherwise overcommit and let them pass)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 def check_settings(plugins: Sequence[str]) -> None:
     """When discovery is done, at the user's ``import torch`` line: warn about each setting that names a

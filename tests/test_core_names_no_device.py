@@ -27,9 +27,6 @@ ALLOWED = {
     ("kernels/__init__.py", name): "deprecated public attributes torchplug.kernels.CUDA/ROCM/XPU (launch configs "
                                    "that moved to the plugins' profiles), kept for plugins outside the repository"
     for name in ("CUDA", "ROCM", "XPU", "cuda", "rocm", "xpu")
-} | {
-    ("conformance/cli.py", "xpu"): "`torchplug check`'s default backend; the command moves to cli/ (issue 31, "
-                                   "scope 7), which decides how the default is chosen",
 }
 
 

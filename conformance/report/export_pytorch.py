@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...entrypoints.torch_devices import dispatch_key_of
 from ..verdicts.manifest import Entry, Manifest
 from .pytorch_template import TEST_CONFIGS
 
@@ -110,5 +111,7 @@ def write(manifest: Manifest, backend: str, device_type: str, runtime: str, out_
     allowlist = json.dumps(sorted(set(op_names) - skipped), indent=1) if skipped else "None"
     configs.write_text(TEST_CONFIGS.format(
         backend=backend, runtime=runtime, manifest=manifest.path, device_type=json.dumps(device_type),
+        # torch's device-generic bases are named by dispatch key: CUDATestBase, ..., PrivateUse1TestBase
+        test_base=json.dumps(f"{dispatch_key_of(device_type)}TestBase"),
         expectations="[\n" + "".join(f" {json.dumps(row)},\n" for row in rows) + "]", allowlist=allowlist))
     return Export(found, not_exported, [disabled, configs])

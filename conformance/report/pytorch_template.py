@@ -47,8 +47,7 @@ def test_base():
     """The device type's test base in torch.testing._internal.common_device_type."""
     from torch.testing._internal import common_device_type as cdt
 
-    bases = {{"cpu": "CPUTestBase", "cuda": "CUDATestBase", "mps": "MPSTestBase", "xpu": "XPUTestBase"}}
-    return getattr(cdt, bases.get(DEVICE_TYPE, "PrivateUse1TestBase"))
+    return getattr(cdt, {test_base})
 
 
 def apply():
