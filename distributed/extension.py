@@ -1,25 +1,22 @@
 """The collectives extension: torch.distributed's usual backend names work on each emulated device.
 
-Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached.
+Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached,
+and asks the extension point `device_mode` whether the device is emulated.
 """
 
-import os
 from typing import Any
 
-from ..entrypoints.extensions import BackendExtension
+from ..entrypoints import RuntimePart
+from ..entrypoints.extensions import call
 
 
-class Collectives(BackendExtension):
-    order = 20
+class Collectives(RuntimePart):
+    after = ("emulation",)  # it asks whether the device is emulated
 
     def setup(self, backend: Any) -> None:
-        if not os.environ.get("TORCHPLUG_EMULATE"):  # native devices keep torch's own collectives
+        if call("device_mode", backend) != "emulated":  # native devices keep torch's own collectives
             return
-        from ..emulation import attached
+        from . import serve
 
-        attachment = attached().get(backend.spec.device_type)
-        if attachment is not None and attachment.backend == backend.spec.name:
-            from . import serve
-
-            profile = backend.spec.profile
-            serve(attachment.device_type, attachment.dispatch_key, profile.collectives, profile.collectives_version)
+        spec = backend.spec
+        serve(spec.device_type, spec.dispatch_key, spec.profile.collectives, spec.profile.collectives_version)

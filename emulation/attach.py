@@ -17,7 +17,7 @@ from ..entrypoints.loader import warn_unknown_names
 from ..entrypoints.spec import NATIVE_DISPATCH_KEYS
 from .attachment import Attachment, attached, record
 from ..entrypoints import EmulatedShape
-from .config import EmulationConfig, EmulationConfigError, current, from_environ, requested_names
+from .config import VARIABLE, EmulationConfig, EmulationConfigError, current, from_environ, requested_names
 
 _SHARED_CUDA = ("cuda", "rocm")  # two backends, one torch device type
 
@@ -155,6 +155,7 @@ def check_settings(plugins: Sequence[str]) -> None:
     """When discovery is done, at the user's ``import torch`` line: warn about each setting that names a
     backend no installed plugin provides, or a model no emulated backend has (unreadable values
     already failed the requested plugins, with a warning, in `attach`)."""
+    warn_unknown_names(VARIABLE, requested_names(), plugins)
     try:
         config = current()
     except EmulationConfigError as err:

@@ -1,22 +1,22 @@
 """The emulation extension: attaches the emulated runtime to the backends TORCHPLUG_EMULATE lists.
 
 Declared in torchplug's ``torchplug.extensions`` entry points. Without the variable it only adds
-the "torchplug can emulate this device" hint to torch's error, and imports nothing else.
+the "torchplug can emulate this device" hint to torch's error, and imports nothing else. The other
+runtime parts never import emulation: they ask these extension points (`device_mode`, `ready`,
+`triton_interpreter`) through the contract.
 """
 
-import os
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
-from ..entrypoints import STANDARD_DTYPES, DeviceStatus
-from ..entrypoints.extensions import BackendExtension
+from ..entrypoints import STANDARD_DTYPES, DeviceMode, DeviceStatus, RuntimePart
+from .config import emulation_requested
 
 
-class Emulation(BackendExtension):
-    order = 10  # first: collectives and compile targets ask whether the device is emulated
-
+class Emulation(RuntimePart):
     def setup(self, backend: Any) -> None:
-        if os.environ.get("TORCHPLUG_EMULATE"):
+        if emulation_requested():
             from .attach import attach
             from .config import requested_names
 
@@ -28,15 +28,36 @@ class Emulation(BackendExtension):
         hint_emulation(backend.spec.device_type, backend.spec.name)
 
     def check_environment(self, plugins: Sequence[str]) -> None:
-        if os.environ.get("TORCHPLUG_EMULATE"):  # the other TORCHPLUG_EMULATE_* settings only act with it
+        if emulation_requested():  # the other TORCHPLUG_EMULATE_* settings only act with it
             from .attach import check_settings
 
             check_settings(plugins)
 
     def status(self, backend: Any) -> DeviceStatus | None:
-        if not os.environ.get("TORCHPLUG_EMULATE"):
+        if not emulation_requested():
             return None
         from .attach import status_for
 
         found = status_for(backend)  # emulated, or why the requested emulation is not possible, and the fix
         return None if found is None else DeviceStatus(*found)
+
+    def device_mode(self, backend: Any) -> DeviceMode | None:
+        if not emulation_requested():  # without it, nothing more of emulation is imported
+            return None
+        from .attachment import attached
+
+        attachment = attached().get(backend.spec.device_type)
+        return "emulated" if attachment is not None and attachment.backend == backend.spec.name else None
+
+    def ready(self, backend: Any) -> None:
+        if self.device_mode(backend) == "emulated":  # its own kernels go in first: others capture or override them
+            from .runtime import ensure
+
+            ensure()
+
+    def triton_interpreter(self, backend: Any) -> ModuleType | None:
+        if self.device_mode(backend) != "emulated":  # host memory: Triton kernels run only interpreted
+            return None
+        from . import triton_interpreter
+
+        return triton_interpreter
