@@ -28,7 +28,7 @@ import torch
 from .. import warn
 from ..entrypoints import Backend, loaded_backend
 from ..entrypoints.extensions import call
-from .native import NAME, extension
+from .cpp import NAME, extension
 from .result_check import checked
 
 KernelT = TypeVar("KernelT", bound=Callable[..., Any])

@@ -13,7 +13,7 @@ TORCHPLUG_EMULATE_GPU=h100       the real model an emulated device answers as (c
 
 Sizes take B, K, M, G or T, optionally followed by "iB" or "B"; every unit is a power of 1024.
 This module is the one reader of these variables: the rest of torchplug asks it (and the runtime parts
-outside emulation ask the extension points, extension.py). Imported inside every ``import torch``:
+outside emulation ask the extension points: part.py). Imported inside every ``import torch``:
 standard library only.
 """
 

@@ -16,6 +16,8 @@ from .versions import declared_torch_range
 
 __all__ = [
     "HOOKS", "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceMode",
-    "DeviceProfile", "DeviceStatus", "EmulatedShape", "ExtensionError", "HookSpec", "LaunchConfig", "Mode", "PluginError",
-    "PluginRecord", "RuntimePart", "SpecError", "TorchplugWarning", "TritonArch", "autoload", "backend", "declared_torch_range", "discover", "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
+    "DeviceProfile", "DeviceStatus", "EmulatedShape", "ExtensionError", "HookSpec", "LaunchConfig", "Mode",
+    "PluginError", "PluginRecord", "RuntimePart", "SpecError", "TorchplugWarning", "TritonArch", "autoload",
+    "backend", "declared_torch_range", "discover", "load", "loaded", "loaded_backend", "records",
+    "torch_build_lacks",
 ]

@@ -53,7 +53,7 @@ class Backend:
     def codegen(self) -> CodegenTarget | None:
         """This backend's torch.compile target, or None when it has none (compile is unsupported).
 
-        By default the one torchplug's codegen extension chooses: torch's own when the device runs
+        By default the one torchplug's codegen part chooses: torch's own when the device runs
         natively, torchplug's host target when it is emulated. A backend with its own Inductor
         codegen overrides this.
         """

@@ -88,8 +88,9 @@ def implemented(part: RuntimePart) -> list[str]:
             spec = HOOKS.get(attr)
             if spec is None:
                 close = difflib.get_close_matches(attr, HOOKS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ExtensionError(
-                    f"defines {attr}(), which is no extension point{f' (did you mean {close[0]!r}?)' if close else ''}. "
+                    f"defines {attr}(), which is no extension point{hint}. "
                     f"Points: {', '.join(HOOKS)}. Fix: rename it to the point it implements, or start a helper's "
                     "name with '_'")
             params = tuple(inspect.signature(getattr(part, attr)).parameters)
@@ -144,7 +145,8 @@ def ordered(parts: Sequence[RuntimePart]) -> tuple[list[RuntimePart], dict[str, 
 _lock = threading.Lock()
 _declared: list[EntryPoint] | None = None
 _loaded: list[RuntimePart] | None = None
-_by_hook: dict[str, list[RuntimePart]] = {}
+_implemented: dict[str, list[str]] = {}  # part name -> the points it implements
+_by_hook: dict[str, list[RuntimePart]] = {}  # point -> the parts that implement it, in order
 
 
 def declare(points: Iterable[EntryPoint]) -> None:
@@ -159,35 +161,44 @@ def _off(point: EntryPoint, why: str) -> None:
     warn(f"torchplug: extension {point.name!r} ({point.value}) is off: {why}")
 
 
+def _load(name: str, point: EntryPoint) -> RuntimePart | None:
+    """The part `point` declares, named and checked; None, with a warning, when it cannot serve."""
+    try:
+        part = point.load()()
+        if not isinstance(part, RuntimePart):
+            raise ExtensionError(f"{point.value} is not a torchplug RuntimePart")
+        part.name = name
+        _implemented[name] = implemented(part)
+    except ExtensionError as err:
+        _off(point, str(err))
+        return None
+    except Exception as err:  # never break `import torch`
+        _off(point, f"it failed to load: {type(err).__name__}: {err}. Fix: reinstall the distribution that declares it")
+        return None
+    if part.order is not None:
+        warn(f"torchplug: extension {name!r} ({point.value}) sets the deprecated `order`; declare `before`/`after` "
+             "(names of other extensions) instead", DeprecationWarning)
+    return part
+
+
 def extensions() -> list[RuntimePart]:
     """The declared parts, loaded and checked once, in order. One that fails is off, with a warning."""
     global _loaded
     with _lock:
         if _loaded is None:
-            points = {ep.name: ep for ep in (_declared if _declared is not None else entry_points(group=GROUP))}
-            found, hooks = [], {}
-            for name, point in sorted(points.items()):
-                try:
-                    part = point.load()()
-                    if not isinstance(part, RuntimePart):
-                        raise ExtensionError(f"{point.value} is not a torchplug RuntimePart")
-                    part.name = name
-                    if part.order is not None:
-                        warn(f"torchplug: extension {name!r} ({point.value}) sets the deprecated `order`; declare "
-                             "`before`/`after` (names of other extensions) instead", DeprecationWarning)
-                    hooks[name] = implemented(part)
-                    found.append(part)
-                except ExtensionError as err:
-                    _off(point, str(err))
-                except Exception as err:  # never break `import torch`
-                    _off(point, f"it failed to load: {type(err).__name__}: {err}. Fix: reinstall the distribution "
-                                "that declares it")
+            points: dict[str, EntryPoint] = {}
+            for point in _declared if _declared is not None else entry_points(group=GROUP):
+                if point.name in points:  # parts are ordered by name: a name is one part
+                    _off(point, f"{points[point.name].value} is declared under the name {point.name!r} too. Fix: "
+                                "give one of them another name, or uninstall one")
+                else:
+                    points[point.name] = point
+            found = [part for name, point in sorted(points.items()) if (part := _load(name, point)) is not None]
             _loaded, left_out = ordered(found)
             for name, why in left_out.items():
                 _off(points[name], why)
-            _by_hook.clear()
             for part in _loaded:
-                for hook in hooks[part.name]:
+                for hook in _implemented[part.name]:
                     _by_hook.setdefault(hook, []).append(part)
         return _loaded
 

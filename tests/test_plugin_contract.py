@@ -73,7 +73,8 @@ def test_registered_kernels_install_when_the_device_is_first_used():
         import json, torch
         import torchplug.dispatcher as d
         calls = []
-        d.register("aten::relu", "xpu", lambda x: calls.append(x.dtype) or torch.full_like(x, 7.0), dtypes=[torch.float32])
+        sevens = lambda x: calls.append(x.dtype) or torch.full_like(x, 7.0)
+        d.register("aten::relu", "xpu", sevens, dtypes=[torch.float32])
         x = torch.tensor([-1.0, 2.0], device="xpu")
         served = [torch.relu(x).tolist(), torch.relu(x.double()).tolist(), torch.relu(x).tolist()]
         print(json.dumps([served, len(calls)]))

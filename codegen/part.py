@@ -1,4 +1,5 @@
-"""The codegen extension: each backend's torch.compile target, armed at autoload and chosen by mode.
+"""The codegen runtime part (extension points): each backend's torch.compile target, armed at autoload
+and chosen by the device's mode.
 
 Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached
 (it asks the extension points whether the device is emulated).

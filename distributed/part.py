@@ -1,4 +1,5 @@
-"""The collectives extension: torch.distributed's usual backend names work on each emulated device.
+"""The collectives runtime part (extension points): torch.distributed's usual backend names work on
+each emulated device.
 
 Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached,
 and asks the extension point `device_mode` whether the device is emulated.

@@ -1,5 +1,5 @@
-"""The dispatcher's extension: TORCHPLUG_FALLBACK and TORCHPLUG_FALLBACK_OPS are read when a device
-first falls back, perhaps hours into a run, so their entries are checked at ``import torch``.
+"""The dispatcher's runtime part (extension points): TORCHPLUG_FALLBACK and TORCHPLUG_FALLBACK_OPS are read
+when a device first falls back, perhaps hours into a run, so their entries are checked at ``import torch``.
 
 Declared in torchplug's ``torchplug.extensions`` entry points.
 """

@@ -1,4 +1,4 @@
-"""The emulation extension: attaches the emulated runtime to the backends TORCHPLUG_EMULATE lists.
+"""The emulation runtime part (extension points): attaches the emulated runtime to the backends TORCHPLUG_EMULATE lists.
 
 Declared in torchplug's ``torchplug.extensions`` entry points. Without the variable it only adds
 the "torchplug can emulate this device" hint to torch's error, and imports nothing else. The other
