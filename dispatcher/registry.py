@@ -196,7 +196,6 @@ def start(backend: str) -> None:
             return
         spec = ready_backend(backend).spec
         extension()  # builds the dtype split if needed, before anything is changed
-        _started.add(backend)
         for (op, name), regs in list(_registrations.items()):
             if name != backend:
                 continue
@@ -205,6 +204,7 @@ def start(backend: str) -> None:
                 placeholder._destroy()  # before the split captures what torch has at the key
             if regs:
                 _install(op, backend, spec.dispatch_key, frozenset().union(*(r.dtypes for r in regs)))
+        _started.add(backend)
 
 
 def _overload(op: str) -> torch._ops.OpOverload:
@@ -272,4 +272,13 @@ def _install(op: str, backend: str, dispatch_key: str, dtypes: frozenset[torch.d
         chosen = winner(op, backend, dtype)
         by_kernel.setdefault(chosen.kernel_op if chosen else "", []).append(dtype)  # "": torch's kernel
     for kernel_op, kernel_dtypes in by_kernel.items():
-        extension().route(op, dispatch_key, kernel_dtypes, kernel_op)
+        try:
+            extension().route(op, dispatch_key, kernel_dtypes, kernel_op)
+        except RuntimeError as err:
+            if "no kernel for" not in str(err):
+                raise
+            raise RegistrationError(
+                f"the kernels registered for {op} on {backend} cannot be installed: torch has no kernel of its own "
+                f"for {op} at {dispatch_key}, nor a fallback for that key, for the dtype split to leave the other "
+                f"dtypes to. Fix: give {backend}'s device a fallback first, e.g. torchplug.dispatcher."
+                f"enable_fallback({backend!r}) in its setup() (the governed CPU fallback). ({err})") from None

@@ -81,3 +81,19 @@ def test_registered_kernels_install_when_the_device_is_first_used():
     """, TORCHPLUG_EMULATE="xpu")
     served, calls = json.loads(result.stdout)
     assert served == [[7.0, 7.0], [0.0, 2.0], [7.0, 7.0]] and calls == 2  # float64 keeps torch's kernel
+
+
+def test_a_kernel_that_cannot_install_names_the_missing_fallback_and_the_fix(tmp_path):
+    make_plugin(tmp_path, "acc", ACC.replace("{native}", "True"))
+    result = run_python("""
+        from torchplug.dispatcher import RegistrationError, enable_fallback, registry
+        try:
+            registry.start("acc")  # what the device's first use does
+        except RegistrationError as err:
+            print(err)
+        enable_fallback("acc")
+        registry.start("acc")
+        print("installed:", registry.winner("aten::relu", "acc", __import__("torch").float32).op)
+    """, path=tmp_path)
+    assert "torch has no kernel of its own for aten::relu at PrivateUse1, nor a fallback for that key" in result.stdout
+    assert "enable_fallback('acc')" in result.stdout and "installed: aten::relu" in result.stdout, result.stdout
