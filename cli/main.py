@@ -170,7 +170,7 @@ def _emulation_hint(name: str, installed: Sequence[str]) -> str:
 
     unknown = [listed for listed in requested_names() if listed not in installed]
     if difflib.get_close_matches(name, unknown, n=1):
-        return (f"TORCHPLUG_EMULATE={os.environ['TORCHPLUG_EMULATE']} names no installed plugin "
+        return (f"TORCHPLUG_EMULATE={','.join(requested_names())} names no installed plugin "
                 f"(did you mean {name!r}?): set TORCHPLUG_EMULATE={name}")
     return f"without the hardware, emulate it: TORCHPLUG_EMULATE={name}"
 

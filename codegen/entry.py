@@ -6,11 +6,11 @@ armed target before they run (so even the joint-graph passes see the registratio
 """
 
 import functools
-import os
 import threading
 from types import ModuleType
 from typing import Any
 
+from ..entrypoints.extensions import call
 from .imports import after_import
 
 _ENTRY_MODULE = "torch._inductor.compile_fx"
@@ -23,11 +23,7 @@ _streams_hooked = False
 
 def arm(backend: Any) -> None:
     global _hooked, _streams_hooked
-    emulated = False
-    if os.environ.get("TORCHPLUG_EMULATE"):  # without it, emulation is never even imported
-        from ..emulation import attached
-
-        emulated = backend.spec.device_type in attached()
+    emulated = call("device_mode", backend) == "emulated"
     with _lock:
         _armed.append(backend)
         hook_entry, _hooked = not _hooked, True

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from .. import warn
-from ..entrypoints import TritonArch
+from ..entrypoints import TritonArch, loaded_backend
+from ..entrypoints.extensions import call
 from ..entrypoints.torch_devices import torch_device_type
 from .emulated import EmulatedTarget
 
@@ -55,10 +56,9 @@ def interpret_if_requested(backend: Any) -> None:
     Triton decides between interpreter and compiler when a kernel is defined, and Inductor's
     helper kernels are defined when Inductor is imported, so this cannot wait for the first compile.
     """
-    from ..emulation import triton_interpreter
-
-    if requested(backend) and triton_interpreter.unavailable_reason() is None:
-        triton_interpreter.enable()
+    interpreter = call("triton_interpreter", backend)
+    if requested(backend) and interpreter is not None and interpreter.unavailable_reason() is None:
+        interpreter.enable()
 
 
 class TritonInterpreterTarget(EmulatedTarget):
@@ -68,10 +68,15 @@ class TritonInterpreterTarget(EmulatedTarget):
         super().__init__(device_type)
         self.backend_name, self.arch = backend_name, arch
 
-    def unavailable_reason(self) -> str | None:
-        from ..emulation import triton_interpreter
+    def _interpreter(self) -> Any:
+        """How the emulated device runs Triton kernels (asked through the extension point, never imported)."""
+        interpreter = call("triton_interpreter", loaded_backend(self.backend_name))
+        if interpreter is None:
+            raise RuntimeError(f"no loaded extension runs Triton kernels interpreted on {self.backend_name!r}")
+        return interpreter
 
-        reason = triton_interpreter.unavailable_reason()
+    def unavailable_reason(self) -> str | None:
+        reason = self._interpreter().unavailable_reason()
         return f"{MODE_VARIABLE}=triton needs Triton: {reason}" if reason else super().unavailable_reason()
 
     def uuid(self) -> Hashable:
@@ -82,13 +87,13 @@ class TritonInterpreterTarget(EmulatedTarget):
     def prepare(self, module: Any) -> tuple[Any, Any, Any]:
         from torch._inductor.codegen.triton import TritonScheduling
 
-        from ..emulation import triton_interpreter
         from .device_interface import register_interface
         from .patches import add_interpreted_device
         from .wrapper import InterpretedWrapperCodegen
 
-        triton_interpreter.enable()
-        triton_interpreter.install_libdevice()
+        interpreter = self._interpreter()
+        interpreter.enable()
+        interpreter.install_libdevice()
         arch = self.arch.arch
         add_interpreted_device(self.device_type, _stand_in_driver(module, self.arch.backend, arch, self.arch.warp_size))
         register_interface(module, triton_capable=True, capability=arch if isinstance(arch, int) else None)

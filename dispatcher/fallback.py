@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from .. import warn
 from ..entrypoints import loaded_backend
 from ..entrypoints.loader import warn_unknown_names
-from .native import extension
+from .cpp import extension
 from .registry import qualified_name, ready_backend, resolve_schema
 
 POLICIES = ("allow", "warn", "error")

@@ -1,14 +1,4 @@
-"""The dispatcher's C++ half (csrc/): the dtype split and the governed fallback, built on first use."""
+"""Deprecated alias of `torchplug.dispatcher.cpp` (the dispatcher's C++ half), the name before "native"
+came to mean only a device run by torch's own runtime."""
 
-from pathlib import Path
-from types import ModuleType
-
-from ..extension import load_cached, load_extension
-
-_NAME = "torchplug_dispatch"
-_SOURCES = [Path(__file__).parent / "csrc" / name for name in ("bindings.cpp", "dtype_split.cpp", "governed_fallback.cpp")]
-
-
-def extension(build: bool = True) -> ModuleType | None:
-    """The compiled module, built first if needed; with build=False, None unless a build is cached."""
-    return load_extension(_NAME, _SOURCES) if build else load_cached(_NAME, _SOURCES)
+from .cpp import NAME, extension  # noqa: F401

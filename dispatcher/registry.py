@@ -1,15 +1,24 @@
 """The kernel registry: backend kernels for ATen and torchplug ops, routed by dispatch key and dtype.
 
 A registration is validated at once (the op exists, the kernel fits its schema, the backend
-supports the dtypes) and then installed in torch's own dispatcher through the C++ dtype split
-(csrc/dtype_split.cpp). A call therefore never enters Python to be routed: the dtype picks the
-highest-priority registered kernel, and every other dtype keeps the kernel torch had there.
+supports the dtypes) and recorded; it is installed in torch's own dispatcher through the C++ dtype
+split (csrc/dtype_split.cpp) when the backend's device is first used. A call therefore never enters
+Python to be routed: the dtype picks the highest-priority registered kernel, and every other dtype
+keeps the kernel torch had there.
+
+Until then nothing is compiled, so a plugin may register kernels in its `setup()`, inside ``import
+torch``: each registered op gets a placeholder kernel at the device's dispatch key (a Python kernel,
+registered in microseconds) whose first call starts the backend's kernels (the device's runtime,
+the dtype split, every waiting registration) and calls the op again. The kernels of a device that is
+unavailable here wait, recorded, and are never installed.
 """
 
 import difflib
 import inspect
 import itertools
+import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,7 +27,8 @@ import torch
 
 from .. import warn
 from ..entrypoints import Backend, loaded_backend
-from .native import extension
+from ..entrypoints.extensions import call
+from .cpp import NAME, extension
 from .result_check import checked
 
 KernelT = TypeVar("KernelT", bound=Callable[..., Any])
@@ -45,19 +55,18 @@ _registrations: dict[tuple[str, str], list[Registration]] = {}
 _kernel_library: torch.library.Library | None = None
 # Private op names are never reused: torch keeps a defined op after its registration is withdrawn.
 _kernel_numbers = itertools.count()
+_started: set[str] = set()  # backends whose registrations are installed: later ones install at once
+_placeholders: dict[tuple[str, str], torch.library.Library] = {}  # (op, backend) -> its first-call placeholder
 
 
 def ready_backend(name: str) -> Backend:
-    """The loaded backend `name`, with its emulated runtime started if it is emulated.
+    """The loaded backend `name`, with the runtime under its device started (the extension point `ready`).
 
-    Kernels installed at a dispatch key capture or override what is there, so an emulated
-    runtime's own kernels must be registered first.
+    Kernels installed at a dispatch key capture or override what is there, so a runtime's own
+    kernels (an emulated device's) must be registered first.
     """
     found = loaded_backend(name)
-    if found.status().mode == "emulated":
-        from ..emulation import ensure
-
-        ensure()
+    call("ready", found)
     return found
 
 
@@ -137,7 +146,8 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
     """
     op = qualified_name(op)
     schema = resolve_schema(op)
-    spec = ready_backend(backend).spec
+    found = loaded_backend(backend)
+    spec = found.spec
     wanted = frozenset(spec.dtypes if dtypes is None else dtypes)
     if not wanted:
         raise RegistrationError(f"kernel for {op} on {backend}: dtypes is empty")
@@ -167,8 +177,57 @@ def register(op: str | torch._ops.OpOverload, backend: str, kernel: Callable[...
                      f"{priority}; {first} wins (equal priorities are ordered by plugin name). Give one a "
                      "higher priority to choose.")
         existing.append(registration)
-        _install(op, backend, spec.dispatch_key, wanted)
+        if backend in _started:
+            _install(op, backend, spec.dispatch_key, wanted)
+        elif found.status().mode == "unavailable":
+            pass  # its kernels wait: nothing is installed for a device that is not here
+        elif sys.modules.get(NAME) is not None and call("device_mode", found) is None:
+            start(backend)  # the dtype split is loaded already (e.g. from the cache) and no runtime waits
+        else:
+            _place_holder(op, backend, spec.dispatch_key)
     return registration
+
+
+def start(backend: str) -> None:
+    """Install `backend`'s waiting registrations now (on its device's first use): its runtime, then the
+    dtype split (built on first use), then every registered op. Idempotent."""
+    with _lock:
+        if backend in _started:
+            return
+        spec = ready_backend(backend).spec
+        extension()  # builds the dtype split if needed, before anything is changed
+        for (op, name), regs in list(_registrations.items()):
+            if name != backend:
+                continue
+            placeholder = _placeholders.pop((op, name), None)
+            if placeholder is not None:
+                placeholder._destroy()  # before the split captures what torch has at the key
+            if regs:
+                _install(op, backend, spec.dispatch_key, frozenset().union(*(r.dtypes for r in regs)))
+        _started.add(backend)
+
+
+def _overload(op: str) -> torch._ops.OpOverload:
+    namespace, _, name = op.partition("::")
+    base, _, overload = name.partition(".")
+    return getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
+
+
+def _place_holder(op: str, backend: str, dispatch_key: str) -> None:
+    """Until `backend` starts, `op` at its key calls this placeholder, which starts it and calls `op` again."""
+    if (op, backend) in _placeholders:
+        return
+    overload = _overload(op)
+
+    def first_call(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        start(backend)
+        return overload(*args, **kwargs)
+
+    library = torch.library.Library(op.partition("::")[0], "IMPL")
+    with warnings.catch_warnings():  # replacing torch's kernel at the key is the point, for one call
+        warnings.simplefilter("ignore")
+        library.impl(overload, first_call, dispatch_key, with_keyset=True)
+    _placeholders[(op, backend)] = library
 
 
 def unregister(registration: Registration) -> None:
@@ -179,8 +238,11 @@ def unregister(registration: Registration) -> None:
             raise RegistrationError(f"{registration.op} on {registration.backend} has no such registration "
                                     f"(from {registration.plugin}); was it unregistered already?")
         existing.remove(registration)
-        spec = loaded_backend(registration.backend).spec
-        _install(registration.op, registration.backend, spec.dispatch_key, registration.dtypes)
+        if registration.backend in _started:
+            spec = loaded_backend(registration.backend).spec
+            _install(registration.op, registration.backend, spec.dispatch_key, registration.dtypes)
+        elif not existing and (placeholder := _placeholders.pop((registration.op, registration.backend), None)):
+            placeholder._destroy()
 
 
 def kernel(op: str | torch._ops.OpOverload, *, backend: str, dtypes: Iterable[torch.dtype] | None = None,
@@ -210,4 +272,13 @@ def _install(op: str, backend: str, dispatch_key: str, dtypes: frozenset[torch.d
         chosen = winner(op, backend, dtype)
         by_kernel.setdefault(chosen.kernel_op if chosen else "", []).append(dtype)  # "": torch's kernel
     for kernel_op, kernel_dtypes in by_kernel.items():
-        extension().route(op, dispatch_key, kernel_dtypes, kernel_op)
+        try:
+            extension().route(op, dispatch_key, kernel_dtypes, kernel_op)
+        except RuntimeError as err:
+            if "no kernel for" not in str(err):
+                raise
+            raise RegistrationError(
+                f"the kernels registered for {op} on {backend} cannot be installed: torch has no kernel of its own "
+                f"for {op} at {dispatch_key}, nor a fallback for that key, for the dtype split to leave the other "
+                f"dtypes to. Fix: give {backend}'s device a fallback first, e.g. torchplug.dispatcher."
+                f"enable_fallback({backend!r}) in its setup() (the governed CPU fallback). ({err})") from None

@@ -1,6 +1,6 @@
 """torch.distributed on torchplug's emulated devices: collectives run by torch's gloo on host memory.
 
-See docs/distributed.md. Names load on first access: the collectives extension (extension.py) is
+See docs/distributed.md. Names load on first access: the collectives part (part.py) is
 imported inside every ``import torch`` and must not pull in the rest.
 """
 

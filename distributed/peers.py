@@ -63,8 +63,7 @@ def exchange(options: "dist.distributed_c10d._DistributedBackendOptions", emulat
         store.wait(keys, min(options.timeout, _PUBLISH_LIMIT))
     except Exception as err:
         raise MixedDevicesError(
-            f"rank {mine.rank} emulates {mine.emulated} (TORCHPLUG_EMULATE="
-            f"{os.environ.get('TORCHPLUG_EMULATE', '')!r}), but not every rank of the group joined it as an emulated "
+            f"rank {mine.rank} emulates {mine.emulated} (by its TORCHPLUG_EMULATE), but not every rank of the group joined it as an emulated "
             "rank: one runs without TORCHPLUG_EMULATE, or with another backend. Give every rank the same "
             f"TORCHPLUG_EMULATE and backend. ({err})"
         ) from None
@@ -73,8 +72,7 @@ def exchange(options: "dist.distributed_c10d._DistributedBackendOptions", emulat
     if different:
         listing = "; ".join(f"rank {p.rank} emulates {p.emulated or 'nothing'}" for p in different)
         raise MixedDevicesError(
-            f"rank {mine.rank} emulates {mine.emulated or 'nothing'} (TORCHPLUG_EMULATE="
-            f"{os.environ.get('TORCHPLUG_EMULATE', '')!r}) but {listing}. All ranks of a process group must use "
+            f"rank {mine.rank} emulates {mine.emulated or 'nothing'} (by its TORCHPLUG_EMULATE) but {listing}. All ranks of a process group must use "
             "the same device type, as on real hardware: give every rank the same TORCHPLUG_EMULATE."
         )
     with _lock:

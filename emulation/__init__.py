@@ -2,7 +2,7 @@
 any machine, several at once, backed by host memory and the CPU kernels.
 
 Opt-in through TORCHPLUG_EMULATE=xpu,mps,cuda (backend names); see docs/emulation.md and
-config.py for the other variables. The emulation extension (extension.py) is imported inside every
+config.py for the other variables. The emulation part (part.py) is imported inside every
 ``import torch``; without TORCHPLUG_EMULATE nothing else of this package is, and even with it only
 the light modules are: the C++ runtime (csrc/) is compiled and loaded on first device use. Names
 therefore load on first access.

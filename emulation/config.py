@@ -12,7 +12,9 @@ TORCHPLUG_EMULATE_GPU=h100       the real model an emulated device answers as (c
                                  or per backend: "cuda=h100,xpu=max1550". Default: each backend's own
 
 Sizes take B, K, M, G or T, optionally followed by "iB" or "B"; every unit is a power of 1024.
-Imported inside ``import torch`` when TORCHPLUG_EMULATE is set: standard library only.
+This module is the one reader of these variables: the rest of torchplug asks it (and the runtime parts
+outside emulation ask the extension points: part.py). Imported inside every ``import torch``:
+standard library only.
 """
 
 import os
@@ -24,6 +26,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+VARIABLE = "TORCHPLUG_EMULATE"
 DEFAULT_DEVICES = 1
 MAX_DEVICES = 64  # the C++ runtime's kMaxDevices
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -131,7 +134,7 @@ def _forced(value: str) -> frozenset[str]:
 
 def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfig:
     return EmulationConfig(
-        names=_names(environ.get("TORCHPLUG_EMULATE", "")),
+        names=_names(environ.get(VARIABLE, "")),
         devices=_devices(environ),
         memory=_per_backend(environ.get("TORCHPLUG_EMULATE_MEMORY", ""), parse_size),
         force=_forced(environ.get("TORCHPLUG_EMULATE_FORCE", "")),
@@ -141,7 +144,12 @@ def from_environ(environ: "os._Environ[str] | dict[str, str]") -> EmulationConfi
 
 def requested_names() -> tuple[str, ...]:
     """The backends TORCHPLUG_EMULATE lists; never raises, unlike current()."""
-    return _names(os.environ.get("TORCHPLUG_EMULATE", ""))
+    return _names(os.environ.get(VARIABLE, ""))
+
+
+def emulation_requested() -> bool:
+    """Whether TORCHPLUG_EMULATE names any backend: without it nothing is emulated, and nothing more is imported."""
+    return bool(requested_names())
 
 
 @lru_cache(maxsize=1)

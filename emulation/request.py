@@ -19,7 +19,7 @@ from ..entrypoints.loader import warn_unknown_names
 from ..entrypoints.torch_devices import PRIVATEUSE1, by_dispatch_key, sharing_backends, torch_device_type
 from .emulated import EmulatedDevices, emulated_devices, record
 from ..entrypoints import EmulatedShape
-from .config import EmulationConfig, EmulationConfigError, current, from_environ, requested_names
+from .config import VARIABLE, EmulationConfig, EmulationConfigError, current, from_environ, requested_names
 
 
 _lock = threading.Lock()
@@ -164,6 +164,7 @@ def check_settings(plugins: Sequence[str]) -> None:
     """When discovery is done, at the user's ``import torch`` line: warn about each setting that names a
     backend no installed plugin provides, or a model no emulated backend has (unreadable values
     already failed the requested plugins, with a warning, in `emulate_if_requested`)."""
+    warn_unknown_names(VARIABLE, requested_names(), plugins)
     try:
         config = current()
     except EmulationConfigError as err:

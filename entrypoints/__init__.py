@@ -1,4 +1,4 @@
-"""The plugin contract (Backend, BackendSpec, CodegenTarget, the extension points) and the plugin
+"""The plugin contract (Backend, BackendSpec, CodegenTarget, the extension points HOOKS and RuntimePart) and the plugin
 loader: discovery, safe autoload, compatibility checks and the load report.
 
 The bottom layer of torchplug: it imports no other torchplug package (tests/test_layers.py).
@@ -7,15 +7,17 @@ The bottom layer of torchplug: it imports no other torchplug package (tests/test
 from .. import TorchplugWarning
 from .backend import Backend, torch_build_lacks
 from .compile_target import CodegenTarget
-from .device_status import DeviceStatus, Mode
-from .extensions import BackendExtension
-from .profile import DeviceProfile, EmulatedShape, TritonArch
+from .device_status import DeviceMode, DeviceStatus, Mode
+from .extensions import HOOKS, BackendExtension, ExtensionError, HookSpec, RuntimePart
+from .profile import DeviceProfile, EmulatedShape, LaunchConfig, TritonArch
 from .loader import PluginError, PluginRecord, autoload, backend, discover, load, loaded, loaded_backend, records
 from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 from .versions import declared_torch_range
 
 __all__ = [
-    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceProfile", "DeviceStatus",
-    "EmulatedShape", "Mode", "PluginError", "PluginRecord", "SpecError", "TorchplugWarning", "TritonArch", "autoload",
-    "backend", "declared_torch_range", "discover", "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
+    "HOOKS", "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceMode",
+    "DeviceProfile", "DeviceStatus", "EmulatedShape", "ExtensionError", "HookSpec", "LaunchConfig", "Mode",
+    "PluginError", "PluginRecord", "RuntimePart", "SpecError", "TorchplugWarning", "TritonArch", "autoload",
+    "backend", "declared_torch_range", "discover", "load", "loaded", "loaded_backend", "records",
+    "torch_build_lacks",
 ]

@@ -9,7 +9,7 @@ import torch
 
 from .compile_target import CodegenTarget
 from .device_status import DeviceStatus, Mode  # noqa: F401 -- Mode and DeviceStatus were defined here first
-from .extensions import extensions
+from .extensions import call
 from .spec import BackendSpec
 
 
@@ -18,7 +18,7 @@ class Backend:
 
     Construction and `setup()` run inside ``import torch``: they must stay cheap. Availability is
     probed lazily, on first use, and never raises. torchplug's runtime parts (emulation,
-    collectives, compile targets) act on a backend through the extension hooks (extensions.py).
+    collectives, compile targets) act on a backend through the extension points (extensions.py).
     """
 
     spec: ClassVar[BackendSpec]
@@ -33,16 +33,15 @@ class Backend:
     def setup(self) -> None:
         """Light registration work done at autoload. Heavy work waits for first use.
 
-        Subclasses that override it call ``super().setup()``, which runs the extensions' setup:
-        the emulated runtime attaches (when TORCHPLUG_EMULATE lists it), then collectives and the
-        compile target are armed.
+        Subclasses that override it call ``super().setup()``, which runs the extension point `setup`:
+        the emulated runtime attaches (when the emulation settings list it), then collectives and
+        the compile target are armed.
         """
-        for extension in extensions():
-            extension.setup(self)
+        call("setup", self)
 
     def status(self) -> DeviceStatus:
         if self._status is None:
-            self._status = next(filter(None, (extension.status(self) for extension in extensions())), None)
+            self._status = call("status", self)
         if self._status is None:
             try:
                 reason = self.native_unavailable_reason()
@@ -54,11 +53,11 @@ class Backend:
     def codegen(self) -> CodegenTarget | None:
         """This backend's torch.compile target, or None when it has none (compile is unsupported).
 
-        By default the one torchplug's codegen extension chooses: torch's own when the device runs
+        By default the one torchplug's codegen part chooses: torch's own when the device runs
         natively, torchplug's host target when it is emulated. A backend with its own Inductor
         codegen overrides this.
         """
-        return next(filter(None, (extension.codegen(self) for extension in extensions())), None)
+        return call("codegen", self)
 
     def cpp_extensions(self) -> list[tuple[str, Callable[[], ModuleType]]]:
         """The C++ extensions this backend compiles on first use, in build order, as (name, build-or-load).

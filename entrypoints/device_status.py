@@ -3,12 +3,15 @@
 from dataclasses import dataclass
 from typing import Literal
 
-Mode = Literal["native", "emulated", "unavailable"]
+# How the device is provided: by torch's own runtime on real hardware, by torchplug's emulation in host
+# memory, or not at all. ("Mode" alone also names a kernel's way of running and a conformance check.)
+DeviceMode = Literal["native", "emulated", "unavailable"]
+Mode = DeviceMode  # deprecated alias: the name before DeviceMode
 
 
 @dataclass(frozen=True)
 class DeviceStatus:
-    mode: Mode
+    mode: DeviceMode
     reason: str = ""  # why the device is unavailable, or how it is provided
     fix: str = ""  # for an unavailable device: what to do; "" when the usual fix (emulate it) applies
 

@@ -206,7 +206,6 @@ def _discover_all() -> None:
     names = [ep.name for ep, _ in points]
     wanted = _env_names("TORCHPLUG_DEVICES", names)
     disabled = _env_names("TORCHPLUG_DISABLE", names)
-    _env_names("TORCHPLUG_EMULATE", names)  # only to warn about a misspelt name; emulation reads it
     autoload_on = os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
     for ep, metadata in points:
         record = PluginRecord(ep.name, metadata["Name"], metadata["Version"], ep.value, entry_point=ep,
@@ -234,11 +233,11 @@ def _discover_all() -> None:
 
 def _check_environment(names: list[str]) -> None:
     """Each runtime part names its own unreadable settings now, at ``import torch``, not hours later."""
-    for extension in extensions.extensions():
+    for part in extensions.implementing("check_environment"):
         try:
-            extension.check_environment(names)
+            part.check_environment(names)
         except Exception as err:  # never break `import torch`
-            warn(f"torchplug: checking the settings of extension {type(extension).__name__} raised "
+            warn(f"torchplug: checking the settings of extension {part.name!r} ({type(part).__name__}) raised "
                  f"{type(err).__name__}: {err}")
 
 
@@ -269,12 +268,16 @@ def _load(record: PluginRecord) -> None:
             raise
         _register(record, obj)
     except Exception as err:
-        record.backend, record.status, record.reason = None, "failed", f"{type(err).__name__}: {err}"
+        in_setup = record.status == "loaded"  # _register records the backend before it calls setup()
+        record.backend, record.status = None, "failed"
+        record.reason = f"{'its setup() raised ' if in_setup else ''}{type(err).__name__}: {err}"
         record.traceback = "".join(traceback.format_exception(err, limit=-6))
         # An error caused by the user's settings says how to fix them (e.g. EmulationConfigError).
         record.fix = getattr(err, "fix", None) or (
-            f"reinstall or upgrade {record.distribution}, or set TORCHPLUG_DISABLE={record.name} "
-            "to skip it; 'torchplug list --verbose' shows the traceback"
+            (f"{record.distribution}'s setup() must succeed on any machine, with or without its hardware (work "
+             f"that needs the device waits for its first use): report it to its authors" if in_setup
+             else f"reinstall or upgrade {record.distribution}")
+            + f", or set TORCHPLUG_DISABLE={record.name} to skip it; 'torchplug list --verbose' shows the traceback"
         )
     finally:
         record.load_ms = (time.perf_counter() - start) * 1e3

@@ -6,8 +6,42 @@ mode generates Triton for its architecture, and GPU plugins launch the shared Tr
 its launch configuration.
 """
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How a GPU backend sizes the blocks and warps of torchplug.kernels' Triton kernels (which apply it,
+    kernels/launch.py): the source is the same for every backend, the hardware's unit of execution is
+    not. NVIDIA runs warps of 32 threads, AMD wavefronts of 64 (a block narrower than a wavefront
+    leaves lanes idle), Intel GPUs sub-groups of 16 or 32 with up to 1024 work-items per work-group."""
+
+    name: str  # the backend it is for, e.g. "cuda"
+    warp_size: int  # threads per warp / wavefront / sub-group
+    max_warps: int  # warps per program (block): 1024 threads on all three
+    vector_bytes: int = 16  # bytes one thread loads at a time: 128-bit accesses
+    max_row_block: int = 16384  # longest row a normalisation holds in registers; longer rows loop
+    elementwise_block: int = 1024  # elements per program for elementwise kernels
+    # Backend compiler options, passed only where the active Triton backend declares them
+    # (Intel renamed threads_per_warp to warp_size; passing an unknown option is an error).
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def row_block(self, n: int) -> int:
+        """Block for one row of `n` elements: the whole row when it fits, never narrower than a warp."""
+        return max(self.warp_size, min(next_power_of_2(max(n, 1)), self.max_row_block))
+
+    def num_warps(self, block: int, element_bytes: int) -> int:
+        """Enough warps that each thread moves about one vector of the block, as a power of two."""
+        per_warp = self.warp_size * max(1, self.vector_bytes // element_bytes)
+        warps = next_power_of_2(max(1, block // per_warp))
+        return min(warps, self.max_warps)
 
 
 @dataclass(frozen=True)
@@ -59,7 +93,7 @@ class DeviceProfile:
     # fp8 reductions: NCCL 2.24+), so declare such a version.
     collectives_version: tuple[int, ...] | None = None
     fidelity: TritonArch | None = None  # None: no Triton fidelity mode for this device
-    launch: Any = None  # the torchplug.kernels LaunchConfig its Triton kernels are launched with, if any
+    launch: LaunchConfig | None = None  # how torchplug.kernels' Triton kernels launch on it (written here only)
     # Other models the emulated device can be, by TORCHPLUG_EMULATE_GPU=<model>; `shape` is the default.
     models: tuple[EmulatedShape, ...] = ()
 

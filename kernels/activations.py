@@ -11,7 +11,7 @@ import triton.language as tl
 from torch import Tensor
 
 from ..dispatcher.portable import check_gated, silu_and_mul_backward_ref
-from .launch import LaunchConfig, next_power_of_2
+from .launch import LaunchConfig, launch_options, next_power_of_2
 from .layout import one_device, read_rows, written_rows
 from .rounding import to_dtype
 
@@ -53,7 +53,7 @@ def _silu_and_mul_grad_rows(g_ptr, x_ptr, dx_ptr, g_row_stride, g_col_stride, x_
 
 def _grid_and_options(rows: int, half: int, element_bytes: int, config: LaunchConfig):
     block = min(next_power_of_2(half), config.elementwise_block)
-    return (rows, triton.cdiv(half, block)), block, config.launch_options(block, element_bytes)
+    return (rows, triton.cdiv(half, block)), block, launch_options(config, block, element_bytes)
 
 
 def silu_and_mul(x: Tensor, config: LaunchConfig) -> Tensor:

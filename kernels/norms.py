@@ -14,7 +14,7 @@ import triton.language as tl
 from torch import Tensor
 
 from ..dispatcher.portable import check_norm_args, check_residual_args, fused_add_rms_norm_ref_, rms_norm_ref
-from .launch import LaunchConfig
+from .launch import LaunchConfig, launch_options
 from .layout import one_device, read_rows, written_rows
 from .rounding import to_dtype
 
@@ -76,7 +76,7 @@ def _launch(x: Tensor, residual: Tensor, weight: Tensor, out: Tensor, eps: float
         x, residual, weight, out, x.stride(0), x.stride(1), residual.stride(0), residual.stride(1),
         weight.stride(0), out.stride(0), out.stride(1), hidden, eps,
         BLOCK=block, ONE_PASS=hidden <= block, FUSED_ADD=fused_add,
-        **config.launch_options(block, x.element_size()))
+        **launch_options(config, block, x.element_size()))
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float, config: LaunchConfig) -> Tensor:

@@ -13,7 +13,7 @@ import triton.language as tl
 from torch import Tensor
 
 from ..dispatcher.portable import rms_norm_backward_ref
-from .launch import LaunchConfig
+from .launch import LaunchConfig, launch_options, reduction_programs
 from .layout import one_device, read_rows, written_rows
 from .rounding import to_dtype
 
@@ -88,7 +88,7 @@ def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float, grad_
     rg_rows = read_rows(grad_residual) if grad_residual is not None else g_rows  # unread without HAS_RES_GRAD
     block = config.row_block(hidden)
     one_pass = hidden <= block
-    programs = config.reduction_programs(x.device, x_rows.shape[0])
+    programs = reduction_programs(x.device, x_rows.shape[0])
     partials = (torch.empty if one_pass else torch.zeros)((programs, hidden), dtype=torch.float32, device=x.device)
     dx = torch.empty_like(x)
     with written_rows(dx) as dx_rows:
@@ -97,5 +97,5 @@ def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float, grad_
             x_rows.stride(0), x_rows.stride(1), weight.stride(0), rg_rows.stride(0), rg_rows.stride(1),
             dx_rows.stride(0), dx_rows.stride(1), x_rows.shape[0], hidden, eps,
             BLOCK=block, ONE_PASS=one_pass, HAS_RES_GRAD=grad_residual is not None,
-            **config.launch_options(block, 4))  # float32 arithmetic on whole rows: size warps for it
+            **launch_options(config, block, 4))  # float32 arithmetic on whole rows: size warps for it
     return dx, partials.sum(0).to(weight.dtype)

@@ -6,22 +6,23 @@ happens inside ``import torch``: the kernels register when torchplug.ops is firs
 only where they can run. Where they cannot, `describe()` says why (it reaches `torchplug list`).
 
 Triton kernels run
-- on a native device, compiled by Triton for the GPU (triton must be installed);
+- on a native device, compiled by Triton for the GPU (triton must be installed), with the launch
+  configuration of the backend's profile (BackendSpec.profile.launch);
 - on an emulated device, under Triton's interpreter, when it is requested (TRITON_INTERPRET=1)
-  and available (emulation.triton_interpreter decides); otherwise the emulated device keeps the
-  CPU kernels emulation serves.
+  and available (the extension point `triton_interpreter` answers: emulation is never imported
+  here); otherwise the emulated device keeps the CPU kernels emulation serves.
 """
 
 import dataclasses
 import importlib.util
 import threading
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from ..entrypoints import DeviceStatus
-from ..entrypoints.device_status import Mode
+from ..entrypoints import DeviceMode, DeviceStatus
+from ..entrypoints.extensions import call
 from .launch import LaunchConfig
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # float64 keeps the plain-torch reference
@@ -34,8 +35,9 @@ class BackendKernels:
 
     def __init__(self, plugin: str) -> None:
         self.plugin = plugin  # e.g. "torchplug_cuda"
+        self.backend: Any = None  # the Backend they register for, once it set them up
         self.serving: tuple[str, ...] = ()  # ops registered
-        self.mode = ""  # how they run once registered, e.g. "compiled", "interpreted"
+        self.runs_as = ""  # how they run once registered, e.g. "compiled", "interpreted"
         self.problem = ""  # why they are not registered, once registering was tried
         self._waiting = False  # registration waits for torchplug.ops to be imported
         self._lock = threading.Lock()
@@ -45,13 +47,18 @@ class BackendKernels:
         """How traces name the route, e.g. "torchplug_cuda triton kernel"."""
         return f"{self.plugin} {self.kind} kernel"
 
-    def unavailable_reason(self, mode: Mode) -> str | None:
+    @property
+    def mode(self) -> str:
+        """Deprecated: `runs_as` (how the kernels run; "mode" is the device's DeviceMode)."""
+        return self.runs_as
+
+    def unavailable_reason(self, mode: DeviceMode) -> str | None:
         """None when the kernels can run on a device in `mode` ("native", "emulated"), else why not
         (with the fix)."""
         raise NotImplementedError
 
-    def prepare(self, mode: Mode) -> str:
-        """Get ready to register (cheap); returns how they run, shown by `describe()`."""
+    def prepare(self, mode: DeviceMode) -> str:
+        """Get ready to register (cheap); returns how they run (`runs_as`), shown by `describe()`."""
         raise NotImplementedError
 
     def bind(self) -> dict[str, Callable]:
@@ -61,7 +68,7 @@ class BackendKernels:
     def register_when_ops_defined(self, backend) -> None:
         from ..dispatcher import when_torchplug_ops_defined
 
-        self._waiting = True
+        self._waiting, self.backend = True, backend
         when_torchplug_ops_defined(lambda: self.register(backend))
 
     def register(self, backend) -> None:
@@ -69,7 +76,7 @@ class BackendKernels:
         from ..dispatcher import register
 
         with self._lock:
-            self._waiting = False
+            self._waiting, self.backend = False, backend
             if self.serving:
                 return
             device_mode = backend.status().mode
@@ -80,13 +87,13 @@ class BackendKernels:
             kernels = self.bind()
             for op, kernel in kernels.items():
                 register(f"torchplug::{op}", backend.spec.name, kernel, dtypes=DTYPES, label=self.label)
-            self.serving, self.mode = tuple(kernels), how
+            self.serving, self.runs_as = tuple(kernels), how
 
-    def describe(self, mode: Mode) -> str:
+    def describe(self, mode: DeviceMode) -> str:
         """What serves on a device in `mode`, for `torchplug list`."""
         name = f"{self.kind.capitalize()} kernels"
         if self.serving:
-            return f"{name} ({self.mode}) serve {', '.join(self.serving)}"
+            return f"{name} ({self.runs_as}) serve {', '.join(self.serving)}"
         if self._waiting:  # torchplug.ops is not imported yet: say what will happen when it is
             reason = self.unavailable_reason(mode)
             return f"{name} not active: {reason}" if reason else f"{name} register when torchplug.ops is first imported"
@@ -100,24 +107,40 @@ class BackendKernels:
 
 
 class TritonKernels(BackendKernels):
-    """torchplug.kernels' Triton source, launched with one backend's `LaunchConfig`."""
+    """torchplug.kernels' Triton source, launched with one backend's `LaunchConfig`: its profile's
+    (BackendSpec.profile.launch), unless `config` is given."""
 
     kind = "triton"
 
-    def __init__(self, plugin: str, config: LaunchConfig) -> None:
+    def __init__(self, plugin: str, config: LaunchConfig | None = None) -> None:
         super().__init__(plugin)
-        self.config = config
+        self._config = config
 
-    def unavailable_reason(self, mode: Mode) -> str | None:
+    @property
+    def config(self) -> LaunchConfig:
+        """The launch configuration: the one given, else the profile's of the backend they registered for."""
+        config = self._config or (self.backend.spec.profile.launch if self.backend is not None else None)
+        if config is None:
+            owner = self.backend.spec.name if self.backend is not None else self.plugin
+            raise ValueError(f"{owner}'s Triton kernels have no launch configuration: set "
+                             "DeviceProfile(launch=LaunchConfig(...)) in its BackendSpec.profile")
+        return config
+
+    def _interpreter(self) -> Any:
+        """How the emulated device runs Triton kernels (the extension point `triton_interpreter`), or None."""
+        return None if self.backend is None else call("triton_interpreter", self.backend)
+
+    def unavailable_reason(self, mode: DeviceMode) -> str | None:
         if mode == "unavailable":
             return "the device is unavailable"
         if mode == "emulated":
-            from ..emulation import triton_interpreter  # only here: without emulation it is never imported
-
-            reason = triton_interpreter.unavailable_reason()
+            interpreter = self._interpreter()
+            if interpreter is None:
+                return "the emulated device keeps the CPU kernels: no loaded extension runs Triton kernels on it"
+            reason = interpreter.unavailable_reason()
             if reason is not None:
                 return f"the emulated device keeps the CPU kernels: {reason}"
-            if not triton_interpreter.requested():
+            if not interpreter.requested():
                 return ("the emulated device keeps the CPU kernels; set TRITON_INTERPRET=1 to run the Triton "
                         "kernels under Triton's interpreter")
             return None
@@ -125,11 +148,9 @@ class TritonKernels(BackendKernels):
             return "the triton package is not installed (pip install triton): torch's reference serves the ops"
         return None
 
-    def prepare(self, mode: Mode) -> str:
+    def prepare(self, mode: DeviceMode) -> str:
         if mode == "emulated":
-            from ..emulation import triton_interpreter
-
-            triton_interpreter.enable()  # before the kernel modules define their @triton.jit functions
+            self._interpreter().enable()  # before the kernel modules define their @triton.jit functions
             return "interpreted"
         return "compiled"
 

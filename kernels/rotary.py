@@ -12,7 +12,7 @@ import triton.language as tl
 from torch import Tensor
 
 from ..dispatcher.portable import check_rotary, rotate
-from .launch import LaunchConfig, next_power_of_2
+from .launch import LaunchConfig, launch_options, next_power_of_2
 from .layout import one_device
 from .rounding import to_dtype
 
@@ -49,7 +49,7 @@ def _rotate_with_kernel(x: Tensor, cos: Tensor, sin: Tensor, config: LaunchConfi
     block_h = min(next_power_of_2(heads), max(1, _MAX_TILE // block_d))
     _rotate_heads[(tokens, triton.cdiv(heads, block_h))](
         x, cos, sin, out, *x.stride(), *cos.stride(), *sin.stride(), *out.stride(), heads, half,
-        BLOCK_H=block_h, BLOCK_D=block_d, **config.launch_options(block_h * block_d, x.element_size()))
+        BLOCK_H=block_h, BLOCK_D=block_d, **launch_options(config, block_h * block_d, x.element_size()))
     return out
 
 

@@ -68,7 +68,7 @@ def _compiled(build_directory: Path) -> tuple[list[str], list[str]]:
 
 
 def test_glue_compiles_at_O1_and_the_cpu_kernels_apart_at_O3(tmp_path):
-    from torchplug.dispatcher.native import extension as dispatcher
+    from torchplug.dispatcher.cpp import extension as dispatcher
     from torchplug_cpu import kernels
 
     flags, files = _compiled(Path(dispatcher().__file__).parent)  # glue only: -O1 on the command line

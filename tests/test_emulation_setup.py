@@ -83,9 +83,11 @@ def test_off_unless_asked_for():
             torch.empty(1, device="xpu"); error = None
         except Exception as err:
             error = str(err)
-        # Only the emulation extension's module is imported (it adds the hint to torch's error).
+        # Only the emulation part's module, the settings' reader (standard library only) and the hint
+        # (it adds the "emulate it" hint to torch's error) are imported.
         heavy = [m for m in sys.modules if m in ("torch.utils.cpp_extension", "torchplug_emulation")
-                 or m.startswith("torchplug.emulation.") and m not in ("torchplug.emulation.extension",
+                 or m.startswith("torchplug.emulation.") and m not in ("torchplug.emulation.part",
+                                                                         "torchplug.emulation.config",
                                                                          "torchplug.emulation.hint")]
         print(json.dumps([torch.xpu.is_available(), error, heavy, ep.loaded_backend("xpu").status().mode]))
     ''')

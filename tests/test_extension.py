@@ -4,7 +4,7 @@ import shutil
 
 from conftest import REPO, run_python
 
-from torchplug.dispatcher.native import _SOURCES, extension
+from torchplug.dispatcher.cpp import _SOURCES, extension
 
 CSRC = REPO / "dispatcher" / "csrc"
 SOURCE_NAMES = [source.name for source in _SOURCES]
@@ -14,7 +14,7 @@ def test_a_cached_build_loads_without_the_compiler_toolchain():
     extension()  # builds once if this machine has no cached build yet
     out = run_python("""
         import sys, torch
-        from torchplug.dispatcher.native import extension
+        from torchplug.dispatcher.cpp import extension
         extension()
         print("torch.utils.cpp_extension" in sys.modules)
     """).stdout

@@ -164,3 +164,29 @@ def _module_cycles(root: Path = PACKAGE) -> list[list[str]]:
 @pytest.mark.parametrize("package", ["torchplug", *(f"torchplug_{name}" for name in REAL_PLUGINS)])
 def test_no_cycle_between_modules(package):
     assert _module_cycles(Path(importlib.import_module(package).__file__).parent) == []
+
+
+# Modules outside emulation that still reach into it, each for a reason: the emulated devices' host
+# compile target and Dynamo's stream patch ask emulation for the device module it serves; conformance
+# starts the emulated runtime it checks. Everything else asks the extension points (entrypoints/extensions.py).
+EMULATION_GLUE = ("codegen/emulated.py", "codegen/patches.py", "conformance/")
+
+
+def test_no_runtime_part_imports_emulation_it_asks_the_extension_points():
+    reaching = [f"{path.relative_to(PACKAGE)}:{line} imports {module}" for path in sorted(PACKAGE.rglob("*.py"))
+                if _unit(".".join(["torchplug", *_module_name(path)])) in RUNTIME
+                and _unit(".".join(["torchplug", *_module_name(path)])) != "emulation"
+                and not str(path.relative_to(PACKAGE)).startswith(EMULATION_GLUE)
+                for module, line in _file_imports(path) if _unit(module) == "emulation"]
+    assert reaching == [], "ask the extension points (device_mode, ready, triton_interpreter) instead"
+
+
+
+
+def test_the_emulation_setting_has_one_reader():
+    """Only emulation/config.py names TORCHPLUG_EMULATE as a lone string (an environment key): the rest ask it."""
+    readers = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                     if any(isinstance(node, ast.Constant) and node.value == "TORCHPLUG_EMULATE"
+                            for node in ast.walk(ast.parse(path.read_text()))))
+    assert readers == ["emulation/config.py"], \
+        "ask emulation/config.py (or, outside emulation, the extension points) instead of reading TORCHPLUG_EMULATE"

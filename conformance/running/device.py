@@ -21,8 +21,8 @@ def worker_settings(name: str, *, native_only: bool = False) -> tuple[dict[str, 
     asked for it and was refused. Raises PluginError with the reason and the fix where the device
     cannot be used.
     """
-    from ...emulation.attach import emulation_refused
-    from ...emulation.config import requested_names
+    from ...emulation.request import emulation_refused
+    from ...emulation.config import VARIABLE, requested_names
 
     status = loaded_backend(name).status()
     if native_only and status.mode == "emulated":
@@ -36,7 +36,7 @@ def worker_settings(name: str, *, native_only: bool = False) -> tuple[dict[str, 
                           f"to check an emulated {name}")
     if name in requested_names():  # the user's own emulation of it was refused
         usable_backend(name)  # raises, with the reason and the fix
-    settings = {"TORCHPLUG_EMULATE": name,
+    settings = {VARIABLE: name,
                 "TORCHPLUG_EMULATE_MEMORY": os.environ.get("TORCHPLUG_EMULATE_MEMORY") or DEFAULT_MEMORY}
     if refused := emulation_refused(loaded_backend(name), {**os.environ, **settings}):
         why, fix = refused

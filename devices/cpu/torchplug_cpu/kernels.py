@@ -137,12 +137,12 @@ def load(build: bool = True) -> ModuleType | None:
 
     Returns the extension; with build=False, None when nothing is cached yet (nothing changes).
     """
-    from torchplug.dispatcher import native, when_torchplug_ops_defined
+    from torchplug.dispatcher import cpp, when_torchplug_ops_defined
 
     with _lock:
         if _registrations:
             return _extension
-        if extension(build) is None or native.extension(build) is None:
+        if extension(build) is None or cpp.extension(build) is None:
             return None
         select_isa(build=build)
         _extension.set_int4_int8_dots(int4_activations() == "int8")
@@ -249,9 +249,9 @@ def _register(namespace: str, op: str, dtypes: tuple[torch.dtype, ...]):
 
 
 def _route_autograd(op: str, kernel_op: str) -> None:
-    from torchplug.dispatcher import native
+    from torchplug.dispatcher import cpp
 
-    native.extension().route(f"aten::{op}", "AutogradCPU", list(LLM_DTYPES), kernel_op)
+    cpp.extension().route(f"aten::{op}", "AutogradCPU", list(LLM_DTYPES), kernel_op)
 
 
 def current_isa() -> str:

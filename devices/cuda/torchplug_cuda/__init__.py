@@ -34,7 +34,7 @@ class CudaBackend(KernelBackend):
         name="cuda", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES,
         torch_range=declared_torch_range("torchplug-cuda"), profile=PROFILE,
     )
-    kernels = TritonKernels("torchplug_cuda", PROFILE.launch)  # torchplug.kernels' Triton source
+    kernels = TritonKernels("torchplug_cuda")  # torchplug.kernels' Triton source, launched as PROFILE.launch says
 
     def native_unavailable_reason(self) -> str | None:
         if torch.version.hip:

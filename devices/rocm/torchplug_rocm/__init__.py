@@ -27,7 +27,7 @@ class RocmBackend(KernelBackend):
         name="rocm", device_type="cuda", dispatch_key="CUDA", dtypes=STANDARD_DTYPES,
         torch_range=declared_torch_range("torchplug-rocm"), profile=PROFILE,
     )
-    kernels = TritonKernels("torchplug_rocm", PROFILE.launch)  # torchplug.kernels' Triton source
+    kernels = TritonKernels("torchplug_rocm")  # torchplug.kernels' Triton source, launched as PROFILE.launch says
 
     def native_unavailable_reason(self) -> str | None:
         if not torch.version.hip:

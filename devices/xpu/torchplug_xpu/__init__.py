@@ -30,7 +30,7 @@ class XpuBackend(KernelBackend):
         name="xpu", device_type="xpu", dispatch_key="XPU", dtypes=STANDARD_DTYPES,
         torch_range=declared_torch_range("torchplug-xpu"), profile=PROFILE,
     )
-    kernels = TritonKernels("torchplug_xpu", PROFILE.launch)  # torchplug.kernels' Triton source
+    kernels = TritonKernels("torchplug_xpu")  # torchplug.kernels' Triton source, launched as PROFILE.launch says
 
     def native_unavailable_reason(self) -> str | None:
         if not torch.xpu._is_compiled():

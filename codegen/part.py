@@ -1,17 +1,18 @@
-"""The codegen extension: each backend's torch.compile target, armed at autoload and chosen by mode.
+"""The codegen runtime part (extension points): each backend's torch.compile target, armed at autoload
+and chosen by the device's mode.
 
-Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached.
+Declared in torchplug's ``torchplug.extensions`` entry points; runs after emulation has attached
+(it asks the extension points whether the device is emulated).
 """
 
 from collections.abc import Sequence
 from typing import Any
 
-from ..entrypoints import CodegenTarget
-from ..entrypoints.extensions import BackendExtension
+from ..entrypoints import CodegenTarget, RuntimePart
 
 
-class Compile(BackendExtension):
-    order = 30
+class Compile(RuntimePart):
+    after = ("emulation",)  # it asks whether the device is emulated
 
     def setup(self, backend: Any) -> None:
         from .entry import arm

@@ -1,5 +1,5 @@
-"""The dispatcher's extension: TORCHPLUG_FALLBACK and TORCHPLUG_FALLBACK_OPS are read when a device
-first falls back, perhaps hours into a run, so their entries are checked at ``import torch``.
+"""The dispatcher's runtime part (extension points): TORCHPLUG_FALLBACK and TORCHPLUG_FALLBACK_OPS are read
+when a device first falls back, perhaps hours into a run, so their entries are checked at ``import torch``.
 
 Declared in torchplug's ``torchplug.extensions`` entry points.
 """
@@ -7,10 +7,10 @@ Declared in torchplug's ``torchplug.extensions`` entry points.
 import os
 from collections.abc import Sequence
 
-from ..entrypoints.extensions import BackendExtension
+from ..entrypoints import RuntimePart
 
 
-class Fallback(BackendExtension):
+class Fallback(RuntimePart):
     def check_environment(self, plugins: Sequence[str]) -> None:
         if os.environ.get("TORCHPLUG_FALLBACK") or os.environ.get("TORCHPLUG_FALLBACK_OPS"):
             from .fallback import check_environment
