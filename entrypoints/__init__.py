@@ -7,6 +7,7 @@ The bottom layer of torchplug: it imports no other torchplug package (tests/test
 from .. import TorchplugWarning
 from .backend import Backend, torch_build_lacks
 from .compile_target import CodegenTarget
+from .device_runtime import DeviceRuntimeError, RuntimeBackend
 from .device_status import DeviceStatus, Mode
 from .extensions import BackendExtension
 from .profile import DeviceProfile, EmulatedShape, TritonArch
@@ -15,7 +16,8 @@ from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 from .versions import declared_torch_range
 
 __all__ = [
-    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceProfile", "DeviceStatus",
+    "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceProfile",
+    "DeviceRuntimeError", "DeviceStatus", "RuntimeBackend",
     "EmulatedShape", "Mode", "PluginError", "PluginRecord", "SpecError", "TorchplugWarning", "TritonArch", "autoload",
     "backend", "declared_torch_range", "discover", "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
 ]
