@@ -38,6 +38,8 @@ def _bind(backend: Any) -> ModuleType:
     runtime = backend.runtime()  # loads the library and checks its version (DeviceRuntimeError names the fix)
     ext = load()
     ext.bind(runtime.address, backend.spec.name)
+    for op in backend.host_kernels():
+        ext.register_launch_kernel(op)
     # Every op without a kernel of the device's own runs on the CPU through torchplug's governed
     # fallback, which stages its inputs and results through the runtime's copies (csrc/kernels.cpp).
     set_fallback_policy(backend.spec.name, backend.fallback_policy)

@@ -38,9 +38,6 @@ class DeviceModule:
             def __new__(cls, device: Device = None, priority: int = 0, **kwargs: Any) -> "Stream":
                 return super().__new__(cls, device=module._device(device), priority=priority, **kwargs)
 
-        class Event(torch.Event):
-            pass
-
         class device:  # noqa: N801 -- torch.cuda.device's name
             def __init__(self, device: Device) -> None:
                 self.index = module._index(device)
@@ -53,7 +50,8 @@ class DeviceModule:
             def __exit__(self, *exc: object) -> None:
                 module.set_device(self.previous)
 
-        self.Stream, self.Event, self.device = Stream, Event, device
+        self.Stream, self.device = Stream, device
+        self.Event = torch.Event  # torch's C++ accepts only torch.Event itself (elapsed_time, wait)
 
     def _ext(self) -> Any:
         return bound.extension(self.backend)
@@ -117,6 +115,11 @@ class DeviceModule:
 
     def reset_peak_memory_stats(self, device: Device = None) -> None:
         self._ext().reset_peak(self._index(device))
+
+    def mem_get_info(self, device: Device = None) -> tuple[int, int]:
+        """(free, total) bytes: the runtime's total_memory less what torch holds on the device."""
+        total = self.get_device_properties(device).total_memory
+        return total - self.memory_allocated(device), total
 
     def empty_cache(self) -> None:
         """Nothing is cached: blocks go back to the runtime when freed."""

@@ -17,6 +17,7 @@ import enum
 import functools
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -216,6 +217,12 @@ class RuntimeBackend(Backend):
     # The governed CPU fallback's policy for ops without a kernel of the device's own (allow, warn or
     # error; TORCHPLUG_FALLBACK overrides it). A device that computes only through the fallback says "allow".
     fallback_policy: ClassVar[str] = "warn"
+
+    def host_kernels(self) -> Iterable[str]:
+        """Ops ("aten::fill_.Scalar") the device runs as host kernels: torch's CPU kernel inside the runtime's
+        launch_host window, on the device memory itself (no staging copies). Only for runtimes that offer
+        launch_host; ops with a kernel of their own or a composite one are left alone. Default: none."""
+        return ()
 
     def runtime_library(self) -> Path:
         """The path of the shared library exporting torchplug_device_runtime_v1 (built here on first

@@ -49,6 +49,11 @@ torchplug_stream stream_handle(const c10::Stream& stream);  // NULL for the defa
 // ---- kernels.cpp -----------------------------------------------------------------------------
 void register_kernels();
 void register_hooks();  // hooks.cpp
+void register_autocast();  // autocast.cpp
+// launch.cpp: `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
+// False (and nothing registered) where the op has a device or composite kernel already, or is no
+// dispatcher op.
+bool register_launch_kernel(const std::string& op);
 // Storage.resize_ and resize_ beyond the storage: a new block holding the old bytes that still fit.
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 

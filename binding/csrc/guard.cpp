@@ -90,9 +90,9 @@ struct RuntimeGuard final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(device == -1 || device == stream.device_index(), "torchplug: event on device ", device,
                 " recorded on a stream of device ", stream.device_index());
     on_device(stream.device_index(), [&] {
-      if (*event == nullptr) {
+      if (*event == nullptr) {  // torch.Event(enable_timing=True) asks for BACKEND_DEFAULT, as CUDA does
         torchplug_event created_event = nullptr;
-        check(runtime().event_create(&created_event, flag == c10::EventFlag::BACKEND_DEFAULT ? 0 : 1), "event_create");
+        check(runtime().event_create(&created_event, /*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0), "event_create");
         *event = created_event;
       }
       check(runtime().event_record(static_cast<torchplug_event>(*event), stream_handle(stream)), "event_record");

@@ -9,6 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
@@ -90,10 +92,7 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& destination, bo
   return destination;
 }
 
-at::Tensor copy_from_and_resize(const at::Tensor& source, const at::Tensor& destination) {
-  if (destination.sizes() != source.sizes()) destination.resize_(source.sizes());
-  return copy_from(source, destination, false);
-}
+
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
@@ -113,6 +112,18 @@ void grow_storage(const at::Tensor& tensor) {
   const size_t needed = extent(tensor).end;
   c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
   if (needed > storage->nbytes()) resize_storage_bytes(storage, needed);
+}
+
+// The fallback's way back for an out= argument: an empty one takes the CPU result's strides, as the
+// CPU kernel's own resize would have given it (abs of a column-major tensor stays column-major).
+at::Tensor copy_from_and_resize(const at::Tensor& source, const at::Tensor& destination) {
+  if (destination.numel() == 0 && source.is_non_overlapping_and_dense()) {
+    destination.unsafeGetTensorImpl()->set_sizes_and_strides(source.sizes(), source.strides());
+    grow_storage(destination);
+  } else if (destination.sizes() != source.sizes()) {
+    destination.resize_(source.sizes());
+  }
+  return copy_from(source, destination, false);
 }
 
 const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
@@ -153,6 +164,33 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
+// A new device's convolutions reach convolution_overrideable, which has no CPU kernel for the
+// fallback to run: they run as torch's convolution on staged CPU copies instead.
+at::Tensor device_result(const at::Tensor& host, const at::Tensor& like) {
+  return host.defined() ? host.to(like.device()) : host;
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                       c10::IntArrayRef output_padding, int64_t groups) {
+  std::optional<at::Tensor> host_bias;
+  if (bias.has_value() && bias->defined()) host_bias = bias->cpu();
+  return device_result(at::convolution(input.cpu(), weight.cpu(), host_bias, stride, padding, dilation, transposed,
+                                       output_padding, groups),
+                       input);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  const std::vector<int64_t> bias_sizes{weight.size(transposed ? 1 : 0) * (transposed ? groups : 1)};
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      grad_output.cpu(), input.cpu(), weight.cpu(), bias_sizes, stride, padding, dilation, transposed, output_padding,
+      groups, output_mask);
+  return {device_result(grad_input, input), device_result(grad_weight, input), device_result(grad_bias, input)};
+}
+
 }  // namespace
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
@@ -182,6 +220,8 @@ void register_kernels() {
   library.impl("unfold", TORCH_FN(at::native::unfold));
   library.impl("view_as_real", TORCH_FN(at::native::view_as_real));
   library.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  library.impl("convolution_overrideable", TORCH_FN(convolution));
+  library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
 }
 
 }  // namespace torchplug::binding

@@ -20,6 +20,7 @@ void bind_address(uintptr_t address, const std::string& plugin) {
     register_guard();
     register_hooks();
     register_kernels();
+    register_autocast();
     registered = true;
   }
 }
@@ -47,6 +48,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_device", &set_device);
   m.def("synchronize", [](int32_t device) { check(runtime().synchronize(device), "synchronize"); });
   m.def("properties", &properties);
+  m.def("register_launch_kernel", &register_launch_kernel, "run `op`'s CPU kernel inside the runtime's launch_host");
   m.def("memory_allocated", [](int32_t device) { return stats(device).allocated.load(); });
   m.def("max_memory_allocated", [](int32_t device) { return stats(device).peak.load(); });
   m.def("reset_peak", [](int32_t device) { stats(device).peak.store(stats(device).allocated.load()); });

@@ -26,8 +26,22 @@ class ExampleDevice(RuntimeBackend):
     )
     fallback_policy = "allow"  # it has no kernels of its own: every op runs on the CPU, staged through copies
 
+    def host_kernels(self) -> list[str]:
+        # Its kernels: ops that write their input in place or draw random numbers run on the device itself
+        # (torch's CPU kernel inside the runtime's launch window), never as a round trip through the CPU.
+        return [name for schema in torch._C._jit_get_all_schemas() if _runs_on_device(schema)
+                for name in [f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name]]
+
     def runtime_library(self) -> Path:
         return runtime_library()  # compiled with gcc on first use, then cached
+
+
+def _runs_on_device(schema: torch._C.FunctionSchema) -> bool:
+    if not schema.name.startswith("aten::") or "copy" in schema.name:  # copies cross devices: torchplug's own
+        return False
+    arguments = schema.arguments
+    in_place = any(a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only for a in arguments)
+    return in_place or any("Generator" in str(a.type) for a in arguments)
 
 
 backend = ExampleDevice()
