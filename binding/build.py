@@ -17,10 +17,10 @@ def sources() -> list[Path]:
 
 
 def cflags() -> list[str]:
-    # The build cache fingerprints the sources' own folder; the contract's header lives elsewhere, so its
-    # digest enters the flags (and with them the fingerprint).
+    # The build cache fingerprints the sources' own folder; the contract's header lives elsewhere
+    # (binding.h includes it by its relative place), so its digest enters the flags and the fingerprint.
     digest = hashlib.sha256(HEADER.read_bytes()).hexdigest()[:16]
-    return [f"-I{include_dir()}", f"-DTORCHPLUG_DEVICE_RUNTIME_DIGEST=0x{digest}"]
+    return [f"-DTORCHPLUG_DEVICE_RUNTIME_DIGEST=0x{digest}"]
 
 
 def load() -> ModuleType:

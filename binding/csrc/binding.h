@@ -4,7 +4,9 @@
 // Device memory is never read by the host here: every byte moves through the runtime's copies.
 #pragma once
 
-#include <torchplug/device_runtime.h>
+// The contract, by its place in the package (torchplug/entrypoints/include), so that the build flags
+// and with them the build cache do not depend on where torchplug is installed.
+#include "../../entrypoints/include/torchplug/device_runtime.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
