@@ -126,23 +126,26 @@ class DeviceModule:
 
     # -- random numbers (the CPU generator's; see the module docstring) ---------------------------
     def manual_seed(self, seed: int) -> None:
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(int(seed))  # not torch.manual_seed, which calls back here
 
     manual_seed_all = manual_seed
 
     def seed(self) -> None:
-        torch.seed()
+        torch.default_generator.seed()
 
     seed_all = seed
 
     def initial_seed(self) -> int:
-        return torch.initial_seed()
+        return torch.default_generator.initial_seed()
 
     def get_rng_state(self, device: Device = None) -> torch.Tensor:
-        return torch.get_rng_state()
+        return torch.default_generator.get_state()
 
     def set_rng_state(self, new_state: torch.Tensor, device: Device = None) -> None:
-        torch.set_rng_state(new_state)
+        torch.default_generator.set_state(new_state)
+
+    def _is_in_bad_fork(self) -> bool:  # torch.manual_seed seeds a device module that has it and manual_seed_all
+        return False
 
     # -- streams ---------------------------------------------------------------------------------
     def current_stream(self, device: Device = None) -> torch.Stream:
@@ -177,7 +180,8 @@ class DeviceModule:
 
     def exports(self) -> dict[str, Any]:
         names = [name for name in dir(self) if not name.startswith("__") and name not in ("backend", "type", "exports")]
-        return {name: getattr(self, name) for name in names if not name.startswith("_") or name == "_lazy_init"}
+        return {name: getattr(self, name) for name in names
+                if not name.startswith("_") or name in ("_lazy_init", "_is_in_bad_fork")}
 
     def namespace(self) -> types.ModuleType:
         module = types.ModuleType(f"torch.{self.type}", f"torchplug device module for '{self.type}' (its own runtime)")
