@@ -18,7 +18,7 @@ from conftest import REAL_PLUGINS
 PACKAGE = Path(torchplug.__file__).parent  # the installed package: what users import
 CONTRACT = "entrypoints"
 CLI = "cli"
-RUNTIME = ("dispatcher", "emulation", "codegen", "distributed", "conformance", "kernels")
+RUNTIME = ("dispatcher", "emulation", "codegen", "distributed", "conformance", "kernels", "binding")
 
 
 def _module_name(path: Path, root: Path = PACKAGE) -> list[str]:

@@ -24,6 +24,7 @@
 //    takes for float16 input on 'cuda' (autocast's cross_entropy too), and their backward: widened;
 //  * _to_copy with non_blocking=True to the CPU, which asks torch's accelerator for pinned memory,
 //    when there may be none (emulated 'cuda'): copies run synchronously anyway, so it is dropped.
+#include "device_types.h"
 #include "emulation.h"
 #include "registration.h"
 
@@ -254,14 +255,7 @@ void narrowing_softmax_backward(const c10::OperatorHandle& op, torch::jit::Stack
   }
 }
 
-c10::DispatchKey autograd_key(c10::DeviceType type) {
-  switch (type) {
-    case c10::DeviceType::CUDA: return c10::DispatchKey::AutogradCUDA;
-    case c10::DeviceType::XPU: return c10::DispatchKey::AutogradXPU;
-    case c10::DeviceType::MPS: return c10::DispatchKey::AutogradMPS;
-    default: return c10::DispatchKey::AutogradPrivateUse1;
-  }
-}
+c10::DispatchKey autograd_key(c10::DeviceType type) { return emulated_type(type).autograd_key; }
 
 }  // namespace
 

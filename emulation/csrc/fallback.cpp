@@ -6,6 +6,7 @@
 // allocated while the kernel ran with `ChargeTo(device)` in effect, so their blocks are already
 // charged to the device and only need their DataPtr retagged. A backend replaces any op by
 // registering a kernel for it under the device's dispatch key: per-op kernels win over a fallback.
+#include "device_types.h"
 #include "emulation.h"
 #include "registration.h"
 
@@ -24,15 +25,7 @@
 
 namespace torchplug::emulation {
 
-c10::DispatchKey dispatch_key(c10::DeviceType type) {
-  switch (type) {
-    case c10::DeviceType::CUDA: return c10::DispatchKey::CUDA;
-    case c10::DeviceType::XPU: return c10::DispatchKey::XPU;
-    case c10::DeviceType::MPS: return c10::DispatchKey::MPS;
-    case c10::DeviceType::PrivateUse1: return c10::DispatchKey::PrivateUse1;
-    default: TORCH_CHECK(false, "torchplug cannot emulate device type ", type);
-  }
-}
+c10::DispatchKey dispatch_key(c10::DeviceType type) { return emulated_type(type).key; }
 
 namespace {
 

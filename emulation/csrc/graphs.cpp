@@ -14,6 +14,7 @@
 //   the capture mode forbids it (cudaMalloc), synchronizing the device from such a thread,
 //   synchronizing or querying a capturing stream, and synchronizing or querying an event recorded
 //   in a capture. A refusal invalidates the capture; ending it then fails as on a GPU.
+#include "device_types.h"
 #include "emulation.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -249,10 +250,7 @@ int64_t pool_key(PoolId id) {
 }
 
 c10::Device device_from(const std::string& key, int64_t index) {
-  const c10::DeviceType type = key == "CUDA" ? c10::DeviceType::CUDA
-      : key == "XPU"                          ? c10::DeviceType::XPU
-      : key == "MPS"                          ? c10::DeviceType::MPS
-                                              : c10::DeviceType::PrivateUse1;
+  const c10::DeviceType type = emulated_type(key).type;
   TORCH_CHECK(is_emulated(type), "the ", key, " device type is not emulated in this process");
   check_index(type, index);
   return c10::Device(type, static_cast<c10::DeviceIndex>(index));

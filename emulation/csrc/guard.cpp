@@ -4,6 +4,7 @@
 // completes when it is recorded. The API semantics still hold: the current device and stream are
 // per thread (as with cudaSetDevice), indices are range-checked, and events recorded with timing
 // enabled report the host time between them.
+#include "device_types.h"
 #include "emulation.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -17,19 +18,9 @@ namespace {
 
 constexpr int kPoolStreams = 32;  // ids 1..32 come from the pool, like CUDA's round-robin pool
 
-// The four device types the runtime can emulate; streams are tracked per (type, index).
-int slot(c10::DeviceType type) {
-  switch (type) {
-    case c10::DeviceType::CUDA: return 0;
-    case c10::DeviceType::XPU: return 1;
-    case c10::DeviceType::MPS: return 2;
-    case c10::DeviceType::PrivateUse1: return 3;
-    default: TORCH_CHECK(false, "torchplug cannot emulate device type ", type);
-  }
-}
-
 thread_local std::array<c10::DeviceIndex, kNumDeviceTypes> t_current_device{};
-thread_local std::array<std::array<int64_t, kMaxDevices>, 4> t_current_stream{};
+// Streams are tracked per (emulated type, index).
+thread_local std::array<std::array<int64_t, kMaxDevices>, kEmulatedTypes.size()> t_current_stream{};
 std::atomic<int64_t> g_next_stream{kPoolStreams + 1};
 std::atomic<int64_t> g_pool_cursor{0};
 
@@ -86,7 +77,7 @@ class EmulatedGuard final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream stream) const override {
     c10::Device device = make_stream(stream.device(), 0).device();
     c10::Stream previous = make_stream(device, current_stream_id(device));
-    t_current_stream[slot(type_)][device.index()] = stream.id();
+    t_current_stream[emulated_slot(type_)][device.index()] = stream.id();
     return previous;
   }
   bool queryStream(const c10::Stream& stream) const override {
@@ -170,16 +161,16 @@ c10::DeviceIndex exchange_device(c10::DeviceType type, c10::DeviceIndex index) {
 
 int64_t current_stream_id(c10::Device device) {
   TORCH_CHECK(device.index() >= 0 && device.index() < kMaxDevices, "invalid device ordinal ", device.index());
-  return t_current_stream[slot(device.type())][device.index()];
+  return t_current_stream[emulated_slot(device.type())][device.index()];
 }
 
 void set_current_stream(c10::Device device, int64_t stream_id) {
   check_index(device.type(), device.index());
-  t_current_stream[slot(device.type())][device.index()] = stream_id;
+  t_current_stream[emulated_slot(device.type())][device.index()] = stream_id;
 }
 
 void register_guard(c10::DeviceType type) {
-  slot(type);  // rejects device types the runtime does not emulate
+  emulated_slot(type);  // rejects device types the runtime does not emulate
   // Lives for the process, as c10 expects of guard implementations.
   static_cast<void>(c10::impl::DeviceGuardImplRegistrar(type, new EmulatedGuard(type)));
 }

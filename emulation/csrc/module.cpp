@@ -1,5 +1,6 @@
 // Python bindings of the emulated runtime (pybind11 only: torch/extension.h would triple the
 // build time). Device types are named by their dispatch key: "CUDA", "XPU", "MPS", "PrivateUse1".
+#include "device_types.h"
 #include "emulation.h"
 
 #include <c10/core/StorageImpl.h>
@@ -16,13 +17,7 @@ namespace torchplug::emulation {
 
 namespace {
 
-c10::DeviceType parse_type(const std::string& key) {
-  if (key == "CUDA") return c10::DeviceType::CUDA;
-  if (key == "XPU") return c10::DeviceType::XPU;
-  if (key == "MPS") return c10::DeviceType::MPS;
-  if (key == "PrivateUse1") return c10::DeviceType::PrivateUse1;
-  TORCH_CHECK(false, "torchplug cannot emulate dispatch key '", key, "' (CUDA, XPU, MPS or PrivateUse1)");
-}
+c10::DeviceType parse_type(const std::string& key) { return emulated_type(key).type; }
 
 c10::Device device_of(const std::string& key, int64_t index) {
   c10::DeviceType type = parse_type(key);

@@ -1,7 +1,5 @@
 """A vendor NPU plugin: a new device name, so it takes torch's PrivateUse1 dispatch key."""
 
-import importlib.util
-
 import torch
 
 from torchplug.entrypoints import Backend, BackendSpec, declared_torch_range
@@ -21,10 +19,9 @@ class NpuBackend(Backend):
     )
 
     def native_unavailable_reason(self) -> str | None:
-        # Cheap probe: look for the vendor's runtime without importing it.
-        if importlib.util.find_spec("npu_runtime") is None:
-            return "the vendor runtime 'npu_runtime' is not installed"
-        return None
+        # This plugin binds no device runtime, so nothing could drive a real NPU: it is never native.
+        # A device with its own runtime subclasses RuntimeBackend instead (docs/example-device).
+        return "this example binds no device runtime; run it emulated with TORCHPLUG_EMULATE=npu"
 
 
 backend = NpuBackend()

@@ -1,0 +1,47 @@
+"""The runtime bound to PrivateUse1 in this process: bound on first device use, once."""
+
+import threading
+from types import ModuleType
+from typing import Any
+
+_lock = threading.Lock()
+_ext: ModuleType | None = None
+_failure: BaseException | None = None
+
+
+def extension(backend: Any) -> ModuleType:
+    """The binding's C++ module with `backend`'s runtime bound (builds and binds on first call)."""
+    global _ext, _failure
+    if _ext is not None:
+        return _ext
+    with _lock:
+        if _ext is not None:
+            return _ext
+        if _failure is not None:  # a failed bind is not retried in the same process
+            raise _failure
+        try:
+            _ext = _bind(backend)
+        except Exception as err:
+            _failure = err
+            raise
+        return _ext
+
+
+def is_bound() -> bool:
+    return _ext is not None
+
+
+def _bind(backend: Any) -> ModuleType:
+    from ..dispatcher import enable_fallback, set_fallback_policy
+    from .build import load
+
+    runtime = backend.runtime()  # loads the library and checks its version (DeviceRuntimeError names the fix)
+    ext = load()
+    ext.bind(runtime.address, backend.spec.name)
+    for op in backend.host_kernels():
+        ext.register_launch_kernel(op)
+    # Every op without a kernel of the device's own runs on the CPU through torchplug's governed
+    # fallback, which stages its inputs and results through the runtime's copies (csrc/kernels.cpp).
+    set_fallback_policy(backend.spec.name, backend.fallback_policy)
+    enable_fallback(backend.spec.name)
+    return ext

@@ -1,0 +1,62 @@
+// torchplug's binding of a device runtime (include/torchplug/device_runtime.h) to torch: everything
+// between the vendor's C table and torch, written once for any device that takes PrivateUse1.
+//
+// Device memory is never read by the host here: every byte moves through the runtime's copies.
+#pragma once
+
+// The contract, by its place in the package (torchplug/entrypoints/include), so that the build flags
+// and with them the build cache do not depend on where torchplug is installed.
+#include "../../entrypoints/include/torchplug/device_runtime.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace c10 {
+struct StorageImpl;
+}  // namespace c10
+
+namespace torchplug::binding {
+
+constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+// ---- runtime.cpp: the bound table ------------------------------------------------------------
+void bind(const torchplug_device_runtime* table, const std::string& plugin);
+const torchplug_device_runtime& runtime();  // raises if nothing is bound
+// Raises a torch error naming the plugin, the runtime call and the runtime's last_error() unless
+// `status` is TORCHPLUG_SUCCESS (out of memory raises torch.OutOfMemoryError).
+void check(torchplug_status status, const char* call);
+int32_t device_count();
+int32_t current_device();
+void set_device(int32_t device);
+void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind);
+
+// ---- allocator.cpp ---------------------------------------------------------------------------
+struct DeviceStats {
+  std::atomic<int64_t> allocated{0};
+  std::atomic<int64_t> peak{0};
+};
+constexpr int kMaxDevices = 64;
+c10::Allocator* device_allocator();
+DeviceStats& stats(int32_t device);
+
+// ---- guard.cpp -------------------------------------------------------------------------------
+void register_guard();
+torchplug_stream stream_handle(const c10::Stream& stream);  // NULL for the default stream
+
+// ---- kernels.cpp -----------------------------------------------------------------------------
+void register_kernels();
+void register_hooks();  // hooks.cpp
+void register_autocast();  // autocast.cpp
+// launch.cpp: `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
+// False (and nothing registered) where the op has a device or composite kernel already, or is no
+// dispatcher op.
+bool register_launch_kernel(const std::string& op);
+// Storage.resize_ and resize_ beyond the storage: a new block holding the old bytes that still fit.
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
+
+}  // namespace torchplug::binding

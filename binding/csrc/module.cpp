@@ -1,0 +1,55 @@
+// The Python face of the binding: bind a runtime table (its address, from ctypes) to PrivateUse1 and
+// answer torch.<name>'s questions (torchplug/binding/device_module.py).
+#include "binding.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+namespace py = pybind11;
+using namespace torchplug::binding;
+
+namespace {
+
+void bind_address(uintptr_t address, const std::string& plugin) {
+  static bool registered = false;
+  bind(reinterpret_cast<const torchplug_device_runtime*>(address), plugin);
+  if (!registered) {
+    c10::SetAllocator(kType, device_allocator());
+    register_guard();
+    register_hooks();
+    register_kernels();
+    register_autocast();
+    registered = true;
+  }
+}
+
+py::dict properties(int32_t device) {
+  torchplug_device_properties found{};
+  check(runtime().get_device_properties(device, &found), "get_device_properties");
+  found.name[sizeof(found.name) - 1] = '\0';
+  py::dict result;
+  result["name"] = std::string(found.name);
+  result["total_memory"] = found.total_memory;
+  result["multi_processor_count"] = found.multi_processor_count;
+  result["major"] = found.major;
+  result["minor"] = found.minor;
+  result["warp_size"] = found.warp_size;
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("bind", &bind_address, "bind the runtime table at `address` to PrivateUse1");
+  m.def("device_count", &device_count);
+  m.def("current_device", &current_device);
+  m.def("set_device", &set_device);
+  m.def("synchronize", [](int32_t device) { check(runtime().synchronize(device), "synchronize"); });
+  m.def("properties", &properties);
+  m.def("register_launch_kernel", &register_launch_kernel, "run `op`'s CPU kernel inside the runtime's launch_host");
+  m.def("memory_allocated", [](int32_t device) { return stats(device).allocated.load(); });
+  m.def("max_memory_allocated", [](int32_t device) { return stats(device).peak.load(); });
+  m.def("reset_peak", [](int32_t device) { stats(device).peak.store(stats(device).allocated.load()); });
+}
