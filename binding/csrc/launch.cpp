@@ -53,26 +53,32 @@ class Launch {
   }
 
  private:
-  // A CPU tensor over the same bytes as the device tensor `value` (one CPU storage per device storage).
-  c10::IValue to_host(const c10::IValue& value) {
-    if (value.isTensor()) return alias(value.toTensor());
+  // `value` with `f` applied to each tensor it holds (a tensor, or a list of tensors or optional ones).
+  template <typename F>
+  static c10::IValue map_tensors(const c10::IValue& value, F f) {
+    if (value.isTensor()) return f(value.toTensor());
     if (value.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) list.push_back(alias(t));
+      for (const at::Tensor& t : value.toTensorList()) list.push_back(f(t));
       return list;
     }
     if (value.isOptionalTensorList()) {
       c10::List<std::optional<at::Tensor>> list;
       for (std::optional<at::Tensor> t : value.toOptionalTensorList()) {
-        list.push_back(t.has_value() ? std::optional<at::Tensor>(alias(*t)) : std::nullopt);
+        list.push_back(t.has_value() ? std::optional<at::Tensor>(f(*t)) : std::nullopt);
       }
       return list;
     }
+    return value;
+  }
+
+  // A CPU tensor over the same bytes as the device tensor `value` (one CPU storage per device storage).
+  c10::IValue to_host(const c10::IValue& value) {
     if (value.isDevice() && value.toDevice().type() == kType) {
       note_device(value.toDevice());
       return c10::Device(c10::DeviceType::CPU);
     }
-    return value;
+    return map_tensors(value, [this](const at::Tensor& t) { return alias(t); });
   }
 
   at::Tensor alias(const at::Tensor& tensor) {
@@ -92,13 +98,7 @@ class Launch {
   // A result: over an argument's bytes (in-place, out=, a view) it is that device memory again;
   // anything else the CPU kernel made is copied to the device.
   c10::IValue to_device(const c10::IValue& value) {
-    if (value.isTensor()) return back(value.toTensor());
-    if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) list.push_back(back(t));
-      return list;
-    }
-    return value;
+    return map_tensors(value, [this](const at::Tensor& t) { return back(t); });
   }
 
   at::Tensor back(const at::Tensor& tensor) {
