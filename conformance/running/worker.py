@@ -116,10 +116,13 @@ def run_group(request: dict[str, Any], target: Any, out: TextIO, recorder: Any =
             if case.key in done:
                 continue
             _send(out, {"start": case.key})
-            _send(out, {"result": run_case(case, entry, inputs[mode][index], target).to_json()})
+            result = run_case(case, entry, inputs[mode][index], target)
+            _send(out, {"result": result.to_json()})
             if recorder is not None and (fresh := recorder.fresh()):
                 _send(out, {"overloads": fresh})
-            if not usable(target):  # a GPU context after a device-side assert: every later case would fail
+            # run_case synchronised already: only a failed case can have left a sticky error (a GPU context
+            # after a device-side assert), which would fail every later case
+            if result.status == "fail" and not usable(target):
                 _send(out, {"retire": f"the device is unusable after {case.key}"})
                 out.close()
                 os._exit(0)
