@@ -174,7 +174,7 @@ class Report:
               + (f"; {failed} of {len(self.verdicts)} verdicts FAILED" if failed else ""))
         if getattr(self.args, "json", None):
             with open(self.args.json, "w") as out:
-                json.dump(summary, out, indent=2)
+                json.dump(summary, out, indent=2, default=str)  # paths among the arguments
                 out.write("\n")
         return 1 if failed else 0
 

@@ -175,3 +175,32 @@ def test_import_torch_builds_nothing_for_the_example_device(venv, tmp_path):
     assert "exdev" in result.stdout
     built = [p for p in tmp_path.rglob("*") if p.suffix == ".so" or p.name in ("torchplug_binding", "torchplug-example-device")]
     assert built == []
+
+
+def test_copies_are_queued_on_torchs_current_stream_and_non_blocking_ones_return_at_once(venv):
+    # The example runtime runs a queued copy only when its stream must have finished it (runtime.c):
+    # a copy that were not ordered on torch's current stream, or waited for when it must not, shows.
+    bin_dir, _ = venv
+    out = run_python("""
+        import torch
+        m = torch.exdev
+        m.init()  # pinning memory needs the bound runtime (torch asks its hooks before any lazy init)
+        host = torch.arange(1 << 16, dtype=torch.float32).pin_memory()
+        print(host.is_pinned(), torch.ones(2).is_pinned())
+        side = m.Stream()
+        with m.stream(side):
+            queued = host.to("exdev", non_blocking=True)
+            print(torch.equal(queued.cpu(), host))  # ordered after the queued copy on the same stream
+        doubled = host.to("exdev", non_blocking=True) * 2  # the CPU fallback stages after the copy
+        result = torch.zeros(1 << 16).pin_memory()
+        result.copy_(doubled, non_blocking=True)
+        print(bool(result.sum() == 0), m.current_stream().query())  # still queued: the host must wait for it
+        m.current_stream().synchronize()
+        print(torch.equal(result, host * 2), m.current_stream().query())
+        with m.stream(side):
+            result.zero_()
+            result.copy_(doubled, non_blocking=True)
+        side.synchronize()  # waits for the side stream alone, where the copy was queued
+        print(torch.equal(result, host * 2))
+    """, python=str(bin_dir / "python")).stdout.splitlines()
+    assert out == ["True False", "True", "True False", "True True", "True"], out

@@ -46,7 +46,7 @@ class RuntimeAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
   void copy_data(void* destination, const void* source, size_t count) const override {
-    copy(destination, source, count, TORCHPLUG_DEVICE_TO_DEVICE);
+    copy(destination, source, count, TORCHPLUG_DEVICE_TO_DEVICE, static_cast<c10::DeviceIndex>(current_device()));
   }
 };
 

@@ -33,7 +33,11 @@ void check(torchplug_status status, const char* call);
 int32_t device_count();
 int32_t current_device();
 void set_device(int32_t device);
-void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind);
+// A copy ordered on the current stream of `device` (the device side of the copy), as torch's CUDA
+// copies are: after the work already queued there. `wait` returns only once it is done; without it
+// the host memory involved must stay alive and unchanged until the stream reaches the copy.
+void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind, c10::DeviceIndex device,
+          bool wait = true);
 
 // ---- allocator.cpp ---------------------------------------------------------------------------
 struct DeviceStats {
@@ -47,10 +51,12 @@ DeviceStats& stats(int32_t device);
 // ---- guard.cpp -------------------------------------------------------------------------------
 void register_guard();
 torchplug_stream stream_handle(const c10::Stream& stream);  // NULL for the default stream
+torchplug_stream current_stream(c10::DeviceIndex device);  // the thread's current stream on `device`
 
 // ---- kernels.cpp -----------------------------------------------------------------------------
 void register_kernels();
 void register_hooks();  // hooks.cpp
+bool is_pinned(const void* pointer);  // hooks.cpp: whether `pointer` lies in the runtime's pinned host memory
 void register_autocast();  // autocast.cpp
 // launch.cpp: `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
 // False (and nothing registered) where the op has a device or composite kernel already, or is no

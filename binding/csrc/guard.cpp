@@ -138,6 +138,10 @@ torchplug_stream stream_handle(const c10::Stream& stream) {
   return streams[stream.id() - 1];
 }
 
+torchplug_stream current_stream(c10::DeviceIndex device) {
+  return stream_handle(make_stream(device, current_streams[device]));
+}
+
 void register_guard() {
   static c10::impl::DeviceGuardImplRegistrar registrar(kType, new RuntimeGuard());
 }

@@ -10,18 +10,36 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Storage.h>
 
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <mutex>
+
 namespace torchplug::binding {
 namespace {
 
+// The runtime's pinned blocks (start -> size), so that is_pinned() and non_blocking copies know them.
+std::mutex pinned_mutex;
+std::map<uintptr_t, size_t> pinned_blocks;
+
 void free_pinned(void* data) {
-  if (data != nullptr) runtime().host_free(data);
+  if (data == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    pinned_blocks.erase(reinterpret_cast<uintptr_t>(data));
+  }
+  runtime().host_free(data);
 }
 
 class PinnedAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     void* data = nullptr;
-    if (nbytes != 0) check(runtime().host_malloc(nbytes, &data), "host_malloc");
+    if (nbytes != 0) {
+      check(runtime().host_malloc(nbytes, &data), "host_malloc");
+      std::lock_guard<std::mutex> lock(pinned_mutex);
+      pinned_blocks[reinterpret_cast<uintptr_t>(data)] = nbytes;
+    }
     return {data, data, &free_pinned, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
@@ -50,7 +68,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   }
   at::Generator getNewGenerator(c10::DeviceIndex /*device*/) const override { return at::detail::createCPUGenerator(); }
   at::Device getDeviceFromPtr(void* /*data*/) const override { return c10::Device(kType, getCurrentDevice()); }
-  bool isPinnedPtr(const void* /*data*/) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return &pinned; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
     resize_storage_bytes(storage.unsafeGetStorageImpl(), nbytes);
@@ -58,6 +76,15 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
 };
 
 }  // namespace
+
+bool is_pinned(const void* pointer) {
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  std::lock_guard<std::mutex> lock(pinned_mutex);
+  auto after = pinned_blocks.upper_bound(address);
+  if (after == pinned_blocks.begin()) return false;
+  const auto& [start, nbytes] = *std::prev(after);
+  return address < start + nbytes;
+}
 
 void register_hooks() {
   static Hooks hooks;

@@ -47,7 +47,8 @@ char* device_bytes(const at::Tensor& tensor) { return static_cast<char*>(tensor.
 at::Tensor to_host(const at::Tensor& tensor) {
   const Extent bytes = extent(tensor);
   at::Tensor buffer = at::empty({static_cast<int64_t>(bytes.end - bytes.first)}, at::TensorOptions().dtype(at::kByte));
-  copy(buffer.data_ptr(), device_bytes(tensor) + bytes.first, bytes.end - bytes.first, TORCHPLUG_DEVICE_TO_HOST);
+  copy(buffer.data_ptr(), device_bytes(tensor) + bytes.first, bytes.end - bytes.first, TORCHPLUG_DEVICE_TO_HOST,
+       tensor.device().index());
   return at::empty({0}, tensor.options().device(at::kCPU))
       .set_(buffer.storage(), 0, tensor.sizes(), tensor.strides());
 }
@@ -55,7 +56,8 @@ at::Tensor to_host(const at::Tensor& tensor) {
 // Writes `host` (made by to_host(tensor), then changed) back over the bytes `tensor` views.
 void write_back(const at::Tensor& tensor, const at::Tensor& host) {
   const Extent bytes = extent(tensor);
-  copy(device_bytes(tensor) + bytes.first, host.storage().data(), bytes.end - bytes.first, TORCHPLUG_HOST_TO_DEVICE);
+  copy(device_bytes(tensor) + bytes.first, host.storage().data(), bytes.end - bytes.first, TORCHPLUG_HOST_TO_DEVICE,
+       tensor.device().index());
 }
 
 bool plain(const at::Tensor& a, const at::Tensor& b) {
@@ -63,12 +65,15 @@ bool plain(const at::Tensor& a, const at::Tensor& b) {
          !a.is_conj() && !b.is_conj() && !a.is_neg() && !b.is_neg();
 }
 
-at::Tensor copy_from(const at::Tensor& source, const at::Tensor& destination, bool /*non_blocking*/) {
+// Plain copies are queued on the current stream of the device involved, as CUDA's are: one on the
+// device, or between the device and pinned host memory with non_blocking=True, returns at once.
+at::Tensor copy_from(const at::Tensor& source, const at::Tensor& destination, bool non_blocking) {
   if (destination.numel() == 0) return destination;
   const size_t nbytes = destination.numel() * destination.dtype().itemsize();
   if (on_device(source) && on_device(destination)) {
     if (plain(source, destination) && source.device() == destination.device()) {
-      copy(destination.data_ptr(), source.data_ptr(), nbytes, TORCHPLUG_DEVICE_TO_DEVICE);
+      copy(destination.data_ptr(), source.data_ptr(), nbytes, TORCHPLUG_DEVICE_TO_DEVICE, destination.device().index(),
+           /*wait=*/false);
       return destination;
     }
     at::Tensor host = to_host(destination);
@@ -76,7 +81,8 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& destination, bo
     write_back(destination, host);
   } else if (on_device(destination)) {  // host -> device
     if (plain(source, destination)) {
-      copy(destination.data_ptr(), source.data_ptr(), nbytes, TORCHPLUG_HOST_TO_DEVICE);
+      copy(destination.data_ptr(), source.data_ptr(), nbytes, TORCHPLUG_HOST_TO_DEVICE, destination.device().index(),
+           /*wait=*/!(non_blocking && is_pinned(source.data_ptr())));
       return destination;
     }
     at::Tensor host = to_host(destination);
@@ -84,15 +90,14 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& destination, bo
     write_back(destination, host);
   } else {  // device -> host
     if (plain(source, destination)) {
-      copy(destination.data_ptr(), source.data_ptr(), nbytes, TORCHPLUG_DEVICE_TO_HOST);
+      copy(destination.data_ptr(), source.data_ptr(), nbytes, TORCHPLUG_DEVICE_TO_HOST, source.device().index(),
+           /*wait=*/!(non_blocking && is_pinned(destination.data_ptr())));
       return destination;
     }
     destination.copy_(to_host(source));
   }
   return destination;
 }
-
-
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
@@ -197,7 +202,7 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "torchplug: trying to resize a storage that is not resizable");
   c10::DataPtr fresh = device_allocator()->allocate(nbytes);
   const size_t kept = std::min(nbytes, storage->nbytes());
-  if (kept != 0) copy(fresh.get(), storage->data(), kept, TORCHPLUG_DEVICE_TO_DEVICE);
+  if (kept != 0) copy(fresh.get(), storage->data(), kept, TORCHPLUG_DEVICE_TO_DEVICE, fresh.device().index());
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(nbytes);
 }

@@ -70,10 +70,14 @@ void set_device(int32_t device) {
   check(runtime().set_device(device), "set_device");
 }
 
-void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind) {
-  if (nbytes != 0) {
-    check(runtime().memcpy(destination, source, nbytes, kind), "memcpy");
-  }
+void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind, c10::DeviceIndex device,
+          bool wait) {
+  if (nbytes == 0) return;
+  // The contract's memcpy is ordered after the default stream only; torch orders a copy after the
+  // current stream's work, which may be another stream.
+  const torchplug_stream stream = current_stream(device);
+  check(runtime().memcpy_async(destination, source, nbytes, kind, stream), "memcpy_async");
+  if (wait) check(runtime().stream_synchronize(stream), "stream_synchronize");
 }
 
 }  // namespace torchplug::binding

@@ -4,8 +4,12 @@
  * Device memory is host pages mapped PROT_NONE: the host faults (SIGSEGV) on any access, except
  * while this runtime copies into or out of them, or runs a host kernel on them (launch_host). That
  * makes any code that reads a device pointer directly crash at once, as on a real accelerator, where
- * it would read garbage. The device is synchronous: work finishes before each call returns, so streams
- * and events only record order and time.
+ * it would read garbage.
+ *
+ * Streams are lazy, to show what ordering torchplug relies on: memcpy_async only queues the copy on
+ * its stream, and the queue runs at the latest moment a real device could have finished it (a
+ * synchronization, an event record, a launch or a synchronous copy on that stream, a free). Code that
+ * reads the destination of an asynchronous copy without waiting for its stream sees the old bytes.
  *
  * Build: gcc -shared -fPIC -O2 -I$(python -c "import torchplug.entrypoints.device_runtime as r; print(r.include_dir())") runtime.c
  */
@@ -30,8 +34,19 @@ typedef struct block {
   struct block* next;
 } block;
 
+typedef struct queued_copy { /* a memcpy_async not run yet */
+  void* destination;
+  const void* source;
+  size_t nbytes;
+  torchplug_memcpy_kind kind;
+  struct queued_copy* next;
+} queued_copy;
+
 struct torchplug_stream_s {
   int32_t device;
+  queued_copy* first; /* the queue, oldest first */
+  queued_copy** last;
+  struct torchplug_stream_s* next; /* every created stream */
 };
 struct torchplug_event_s {
   int32_t device;
@@ -40,8 +55,11 @@ struct torchplug_event_s {
   double milliseconds; /* CLOCK_MONOTONIC when recorded */
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the block list, and page protection changes */
+/* The block list, page protection changes, and the streams' queues. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static block* blocks = NULL;
+static struct torchplug_stream_s default_streams[DEVICE_COUNT]; /* the NULL stream of each device */
+static torchplug_stream created_streams = NULL;
 static uint64_t in_use[DEVICE_COUNT];
 static __thread int32_t current = 0;
 static __thread char error[512] = "";
@@ -78,6 +96,55 @@ static void open_pages(const void* pointer, size_t nbytes, int open) {
   mprotect((void*)first, end - first, open ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
+/* Checks that the device side of a copy lies inside device blocks; returns the device-side block. */
+static block* device_side(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind) {
+  const int reads_device = kind == TORCHPLUG_DEVICE_TO_HOST || kind == TORCHPLUG_DEVICE_TO_DEVICE;
+  const int writes_device = kind == TORCHPLUG_HOST_TO_DEVICE || kind == TORCHPLUG_DEVICE_TO_DEVICE;
+  block* read = reads_device ? find(source, nbytes) : NULL;
+  block* written = writes_device ? find(destination, nbytes) : NULL;
+  if ((reads_device && read == NULL) || (writes_device && written == NULL)) return NULL;
+  return written != NULL ? written : read;
+}
+
+/* Runs one copy already checked by device_side(). Called with the lock held. */
+static void run_copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind) {
+  const int reads_device = kind == TORCHPLUG_DEVICE_TO_HOST || kind == TORCHPLUG_DEVICE_TO_DEVICE;
+  const int writes_device = kind == TORCHPLUG_HOST_TO_DEVICE || kind == TORCHPLUG_DEVICE_TO_DEVICE;
+  if (reads_device) open_pages(source, nbytes, 1);
+  if (writes_device) open_pages(destination, nbytes, 1);
+  memmove(destination, source, nbytes);
+  if (reads_device) open_pages(source, nbytes, 0);
+  if (writes_device) open_pages(destination, nbytes, 0);
+}
+
+/* The stream a handle names: NULL is the default stream of `device`. */
+static torchplug_stream resolve(torchplug_stream stream, int32_t device) {
+  return stream != NULL ? stream : &default_streams[device];
+}
+
+/* Runs the copies queued on `stream`, in order; returns whether there were any. Lock held. */
+static int flush(torchplug_stream stream) {
+  const int any = stream->first != NULL;
+  while (stream->first != NULL) {
+    queued_copy* c = stream->first;
+    run_copy(c->destination, c->source, c->nbytes, c->kind);
+    stream->first = c->next;
+    free(c);
+  }
+  stream->last = &stream->first;
+  return any;
+}
+
+/* Runs every queued copy of `device` (-1: of every device). Lock held. */
+static void flush_device(int32_t device) {
+  for (int32_t d = 0; d < DEVICE_COUNT; ++d) {
+    if (device < 0 || d == device) flush(&default_streams[d]);
+  }
+  for (torchplug_stream s = created_streams; s != NULL; s = s->next) {
+    if (device < 0 || s->device == device) flush(s);
+  }
+}
+
 static const char* last_error(void) { return error; }
 
 static torchplug_status device_count(int32_t* count) {
@@ -108,7 +175,10 @@ static torchplug_status get_device_properties(int32_t device, torchplug_device_p
 
 static torchplug_status synchronize(int32_t device) {
   if (!valid_device(device)) return fail(TORCHPLUG_ERROR_INVALID_DEVICE, "invalid device ordinal %d", device);
-  return TORCHPLUG_SUCCESS; /* every call finishes before it returns */
+  pthread_mutex_lock(&lock);
+  flush_device(device);
+  pthread_mutex_unlock(&lock);
+  return TORCHPLUG_SUCCESS;
 }
 
 static torchplug_status device_malloc(int32_t device, size_t nbytes, void** pointer) {
@@ -141,6 +211,7 @@ static torchplug_status device_malloc(int32_t device, size_t nbytes, void** poin
 static torchplug_status device_free(int32_t device, void* pointer) {
   if (pointer == NULL) return TORCHPLUG_SUCCESS;
   pthread_mutex_lock(&lock);
+  flush_device(device); /* queued copies may still use the block, as on a GPU */
   for (block** link = &blocks; *link != NULL; link = &(*link)->next) {
     block* b = *link;
     if (b->data == pointer) {
@@ -156,32 +227,50 @@ static torchplug_status device_free(int32_t device, void* pointer) {
   return fail(TORCHPLUG_ERROR_INVALID_VALUE, "free(%p) on device %d: not a block of this runtime", pointer, device);
 }
 
+static torchplug_status bad_copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind) {
+  return fail(TORCHPLUG_ERROR_INVALID_VALUE, "memcpy of %zu bytes from %p to %p (kind %d): the device side is not "
+              "inside one device block", nbytes, source, destination, (int)kind);
+}
+
 static torchplug_status copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind) {
   if (nbytes == 0) return TORCHPLUG_SUCCESS;
-  const int reads_device = kind == TORCHPLUG_DEVICE_TO_HOST || kind == TORCHPLUG_DEVICE_TO_DEVICE;
-  const int writes_device = kind == TORCHPLUG_HOST_TO_DEVICE || kind == TORCHPLUG_DEVICE_TO_DEVICE;
   if (kind < TORCHPLUG_HOST_TO_DEVICE || kind > TORCHPLUG_DEVICE_TO_DEVICE) {
     return fail(TORCHPLUG_ERROR_INVALID_VALUE, "memcpy: unknown kind %d", (int)kind);
   }
   pthread_mutex_lock(&lock);
-  if ((reads_device && find(source, nbytes) == NULL) || (writes_device && find(destination, nbytes) == NULL)) {
+  block* b = device_side(destination, source, nbytes, kind);
+  if (b == NULL) {
     pthread_mutex_unlock(&lock);
-    return fail(TORCHPLUG_ERROR_INVALID_VALUE, "memcpy of %zu bytes from %p to %p (kind %d): the device side is not "
-                "inside one device block", nbytes, source, destination, (int)kind);
+    return bad_copy(destination, source, nbytes, kind);
   }
-  if (reads_device) open_pages(source, nbytes, 1);
-  if (writes_device) open_pages(destination, nbytes, 1);
-  memmove(destination, source, nbytes);
-  if (reads_device) open_pages(source, nbytes, 0);
-  if (writes_device) open_pages(destination, nbytes, 0);
+  flush(&default_streams[b->device]); /* ordered after the default stream's work */
+  run_copy(destination, source, nbytes, kind);
   pthread_mutex_unlock(&lock);
   return TORCHPLUG_SUCCESS;
 }
 
 static torchplug_status copy_async(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind,
                                    torchplug_stream stream) {
-  (void)stream; /* synchronous device: the copy is done when it returns */
-  return copy(destination, source, nbytes, kind);
+  if (nbytes == 0) return TORCHPLUG_SUCCESS;
+  if (kind < TORCHPLUG_HOST_TO_DEVICE || kind > TORCHPLUG_DEVICE_TO_DEVICE) {
+    return fail(TORCHPLUG_ERROR_INVALID_VALUE, "memcpy_async: unknown kind %d", (int)kind);
+  }
+  queued_copy* c = malloc(sizeof(queued_copy));
+  if (c == NULL) return fail(TORCHPLUG_ERROR_OUT_OF_MEMORY, "memcpy_async: out of host memory");
+  *c = (queued_copy){destination, source, nbytes, kind, NULL};
+  pthread_mutex_lock(&lock);
+  block* b = device_side(destination, source, nbytes, kind);
+  if (b == NULL) {
+    pthread_mutex_unlock(&lock);
+    free(c);
+    return bad_copy(destination, source, nbytes, kind);
+  }
+  stream = resolve(stream, b->device);
+  if (stream->last == NULL) stream->last = &stream->first; /* a default stream's first use */
+  *stream->last = c;
+  stream->last = &c->next;
+  pthread_mutex_unlock(&lock);
+  return TORCHPLUG_SUCCESS;
 }
 
 static torchplug_status device_memset(void* destination, int value, size_t nbytes) {
@@ -191,6 +280,7 @@ static torchplug_status device_memset(void* destination, int value, size_t nbyte
     pthread_mutex_unlock(&lock);
     return fail(TORCHPLUG_ERROR_INVALID_VALUE, "memset of %zu bytes at %p: not inside one device block", nbytes, destination);
   }
+  flush(&default_streams[find(destination, nbytes)->device]); /* ordered after the default stream's work */
   open_pages(destination, nbytes, 1);
   memset(destination, value, nbytes);
   open_pages(destination, nbytes, 0);
@@ -206,30 +296,58 @@ static torchplug_status host_malloc(size_t nbytes, void** pointer) {
 }
 
 static torchplug_status host_free(void* pointer) {
+  pthread_mutex_lock(&lock);
+  flush_device(-1); /* queued copies may still read or write it, as with cudaFreeHost */
+  pthread_mutex_unlock(&lock);
   free(pointer);
   return TORCHPLUG_SUCCESS;
 }
 
 static torchplug_status stream_create(torchplug_stream* stream, int32_t priority) {
   (void)priority;
-  *stream = malloc(sizeof(**stream));
+  *stream = calloc(1, sizeof(**stream));
   if (*stream == NULL) return fail(TORCHPLUG_ERROR_OUT_OF_MEMORY, "stream_create: out of host memory");
   (*stream)->device = current;
+  (*stream)->last = &(*stream)->first;
+  pthread_mutex_lock(&lock);
+  (*stream)->next = created_streams;
+  created_streams = *stream;
+  pthread_mutex_unlock(&lock);
   return TORCHPLUG_SUCCESS;
 }
 
 static torchplug_status stream_destroy(torchplug_stream stream) {
+  if (stream == NULL) return TORCHPLUG_SUCCESS;
+  pthread_mutex_lock(&lock);
+  flush(stream);
+  for (torchplug_stream* link = &created_streams; *link != NULL; link = &(*link)->next) {
+    if (*link == stream) {
+      *link = stream->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&lock);
   free(stream);
   return TORCHPLUG_SUCCESS;
 }
 
-static torchplug_status stream_done(torchplug_stream stream) {
-  (void)stream;
+static torchplug_status stream_synchronize(torchplug_stream stream) {
+  pthread_mutex_lock(&lock);
+  flush(resolve(stream, current));
+  pthread_mutex_unlock(&lock);
   return TORCHPLUG_SUCCESS;
 }
 
+/* A stream with queued copies reports NOT_READY once; they finish just after. */
+static torchplug_status stream_query(torchplug_stream stream) {
+  pthread_mutex_lock(&lock);
+  const int busy = flush(resolve(stream, current));
+  pthread_mutex_unlock(&lock);
+  return busy ? TORCHPLUG_ERROR_NOT_READY : TORCHPLUG_SUCCESS;
+}
+
 static torchplug_status stream_wait_event(torchplug_stream stream, torchplug_event event) {
-  (void)stream;
+  (void)stream; /* the work before an event has run by the time it is recorded (event_record) */
   (void)event;
   return TORCHPLUG_SUCCESS;
 }
@@ -248,7 +366,9 @@ static torchplug_status event_destroy(torchplug_event event) {
 }
 
 static torchplug_status event_record(torchplug_event event, torchplug_stream stream) {
-  (void)stream;
+  pthread_mutex_lock(&lock);
+  flush(resolve(stream, event->device)); /* the stream's work up to the event runs now */
+  pthread_mutex_unlock(&lock);
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   event->milliseconds = now.tv_sec * 1e3 + now.tv_nsec / 1e6;
@@ -274,9 +394,9 @@ static torchplug_status event_elapsed_time(float* milliseconds, torchplug_event 
 
 static torchplug_status launch_host(int32_t device, torchplug_stream stream, torchplug_host_kernel kernel,
                                     void* arguments) {
-  (void)stream;
   if (!valid_device(device)) return fail(TORCHPLUG_ERROR_INVALID_DEVICE, "invalid device ordinal %d", device);
   pthread_mutex_lock(&lock);
+  flush(resolve(stream, device)); /* the kernel runs after the stream's queued work */
   for (block* b = blocks; b != NULL; b = b->next) {
     if (b->device == device) mprotect(b->data, b->mapped, PROT_READ | PROT_WRITE);
   }
@@ -307,8 +427,8 @@ static const torchplug_device_runtime table = {
     .host_free = host_free,
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
-    .stream_synchronize = stream_done,
-    .stream_query = stream_done,
+    .stream_synchronize = stream_synchronize,
+    .stream_query = stream_query,
     .stream_wait_event = stream_wait_event,
     .event_create = event_create,
     .event_destroy = event_destroy,

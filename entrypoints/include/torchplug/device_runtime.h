@@ -84,7 +84,12 @@ typedef struct torchplug_device_runtime {
   torchplug_status (*get_device_properties)(int32_t device, torchplug_device_properties* properties);
   torchplug_status (*synchronize)(int32_t device); /* wait for every stream of the device */
 
-  /* Device memory. malloc of 0 bytes may return NULL. */
+  /* Device memory. malloc of 0 bytes may return NULL. free and host_free may be called while work that
+   * uses the memory is still queued: the runtime waits for it or defers the release (as cudaFree and
+   * cudaFreeHost do). torchplug queues its copies with memcpy_async on torch's current stream of the
+   * device (then stream_synchronize unless the copy may finish later: one on the device, or one with
+   * pinned host memory that torch asked for with non_blocking=True); memcpy is for callers without a
+   * stream. */
   torchplug_status (*malloc)(int32_t device, size_t nbytes, void** pointer);
   torchplug_status (*free)(int32_t device, void* pointer);
   torchplug_status (*memcpy)(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind);
