@@ -4,6 +4,8 @@ import threading
 from types import ModuleType
 from typing import Any
 
+import torch
+
 _lock = threading.Lock()
 _ext: ModuleType | None = None
 _failure: BaseException | None = None
@@ -38,6 +40,8 @@ def _bind(backend: Any) -> ModuleType:
     runtime = backend.runtime()  # loads the library and checks its version (DeviceRuntimeError names the fix)
     ext = load()
     ext.bind(runtime.address, backend.spec.name)
+    names = {dtype: str(dtype) for dtype in vars(torch).values() if isinstance(dtype, torch.dtype)}
+    ext.declare_dtypes(sorted(backend.spec.dtypes, key=str), names, backend.spec.device_type)
     for op in backend.host_kernels():
         ext.register_launch_kernel(op)
     # Every op without a kernel of the device's own runs on the CPU through torchplug's governed

@@ -204,3 +204,24 @@ def test_copies_are_queued_on_torchs_current_stream_and_non_blocking_ones_return
         print(torch.equal(result, host * 2))
     """, python=str(bin_dir / "python")).stdout.splitlines()
     assert out == ["True False", "True", "True False", "True True", "True"], out
+
+
+def test_a_dtype_the_plugin_does_not_declare_is_refused_naming_the_device_and_what_it_declares(venv):
+    bin_dir, _ = venv
+    out = run_python("""
+        import torch
+        x = torch.ones(3, device="exdev")
+        for make in (lambda: torch.zeros(3, dtype=torch.complex128, device="exdev"), lambda: x.to(torch.float8_e4m3fn),
+                     lambda: torch.ones(2, dtype=torch.uint16).to("exdev")):
+            try:
+                make()
+                print("made")
+            except TypeError as err:
+                print(err)
+        print(x.to(torch.float64).dtype, torch.exdev.memory_allocated())
+    """, python=str(bin_dir / "python")).stdout.splitlines()
+    for line, dtype in zip(out, ("torch.complex128", "torch.float8_e4m3fn", "torch.uint16")):
+        assert line.startswith(f"torchplug: the 'exdev' device does not support {dtype} (its plugin declares "
+                               "torch.bfloat16, torch.bool, torch.complex64, torch.float16, "), line
+        assert "Fix: convert the tensor to a declared dtype" in line, line
+    assert out[3] == "torch.float64 12", out  # nothing was allocated for the refused tensors

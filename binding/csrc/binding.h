@@ -10,11 +10,14 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace c10 {
 struct StorageImpl;
@@ -38,6 +41,12 @@ void set_device(int32_t device);
 // the host memory involved must stay alive and unchanged until the stream reaches the copy.
 void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind, c10::DeviceIndex device,
           bool wait = true);
+
+// ---- dtypes.cpp ------------------------------------------------------------------------------
+// `all_names`: every dtype's Python name (torch.float32), for messages.
+void declare_dtypes(const std::vector<c10::ScalarType>& dtypes, const std::map<c10::ScalarType, std::string>& all_names,
+                    const std::string& device);
+void check_dtype(c10::ScalarType dtype);  // raises TypeError for a dtype the plugin does not declare
 
 // ---- allocator.cpp ---------------------------------------------------------------------------
 struct DeviceStats {

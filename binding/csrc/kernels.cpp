@@ -102,6 +102,7 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& destination, bo
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
                                std::optional<bool> /*pin_memory*/, std::optional<c10::MemoryFormat> format) {
+  check_dtype(c10::dtype_or_default(dtype));
   const c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_generic(size, device_allocator(), kKeys, c10::dtype_or_default(dtype), format);
 }
@@ -109,6 +110,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
                          std::optional<bool> /*pin_memory*/) {
+  check_dtype(c10::dtype_or_default(dtype));
   const c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_strided_generic(size, stride, device_allocator(), kKeys, c10::dtype_or_default(dtype));
 }

@@ -4,6 +4,8 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>  // torch.dtype <-> c10::ScalarType
 
 #include <cstdint>
 
@@ -43,6 +45,7 @@ py::dict properties(int32_t device) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("bind", &bind_address, "bind the runtime table at `address` to PrivateUse1");
+  m.def("declare_dtypes", &declare_dtypes, "refuse device memory of any dtype but these");
   m.def("device_count", &device_count);
   m.def("current_device", &current_device);
   m.def("set_device", &set_device);
