@@ -2,6 +2,7 @@
 
 import threading
 from types import ModuleType
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -9,6 +10,7 @@ import torch
 _lock = threading.Lock()
 _ext: ModuleType | None = None
 _failure: BaseException | None = None
+_on_bind: list[Callable[[ModuleType], None]] = []  # calls waiting for the bind (when_bound)
 
 
 def extension(backend: Any) -> ModuleType:
@@ -22,11 +24,24 @@ def extension(backend: Any) -> ModuleType:
         if _failure is not None:  # a failed bind is not retried in the same process
             raise _failure
         try:
-            _ext = _bind(backend)
+            ext = _bind(backend)
         except Exception as err:
             _failure = err
             raise
+        while _on_bind:
+            _on_bind.pop(0)(ext)
+        _ext = ext
         return _ext
+
+
+def when_bound(call: Callable[[ModuleType], None]) -> None:
+    """`call(ext)` now if the runtime is bound, else right after the bind, before any other use: what
+    torch.cuda queues until CUDA initialises (a seed), without making the device initialise."""
+    with _lock:
+        if _ext is None:
+            _on_bind.append(call)
+            return
+    call(_ext)
 
 
 def is_bound() -> bool:

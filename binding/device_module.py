@@ -1,7 +1,8 @@
 """torch.<name> for a device bound to its runtime, with torch.cuda's names.
 
 Streams and events are torch's own (torch.Stream / torch.Event), served by the binding's device
-guard; random numbers come from the CPU generator (ops without a device kernel run on the CPU).
+guard; each device's random numbers come from a generator of its own (a CPU generator: the device's
+random ops run torch's CPU kernels), apart from the CPU's.
 """
 
 import contextlib
@@ -124,25 +125,36 @@ class DeviceModule:
     def empty_cache(self) -> None:
         """Nothing is cached: blocks go back to the runtime when freed."""
 
-    # -- random numbers (the CPU generator's; see the module docstring) ---------------------------
+    # -- random numbers: each device's own generator (csrc/hooks.cpp) ---------------------------------
     def manual_seed(self, seed: int) -> None:
-        torch.default_generator.manual_seed(int(seed))  # not torch.manual_seed, which calls back here
+        device = self.current_device() if bound.is_bound() else 0
+        bound.when_bound(lambda ext: ext.manual_seed(device, int(seed)))
 
-    manual_seed_all = manual_seed
+    def manual_seed_all(self, seed: int) -> None:
+        bound.when_bound(lambda ext: [ext.manual_seed(device, int(seed)) for device in range(ext.device_count())])
 
     def seed(self) -> None:
-        torch.default_generator.seed()
+        device = self.current_device() if bound.is_bound() else 0
+        bound.when_bound(lambda ext: ext.seed(device))
 
-    seed_all = seed
+    def seed_all(self) -> None:
+        bound.when_bound(lambda ext: [ext.seed(device) for device in range(ext.device_count())])
 
     def initial_seed(self) -> int:
-        return torch.default_generator.initial_seed()
+        return self._ext().initial_seed(self.current_device())
 
     def get_rng_state(self, device: Device = None) -> torch.Tensor:
-        return torch.default_generator.get_state()
+        return self._ext().get_rng_state(self._index(device))
 
     def set_rng_state(self, new_state: torch.Tensor, device: Device = None) -> None:
-        torch.default_generator.set_state(new_state)
+        self._ext().set_rng_state(self._index(device), new_state)
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [self.get_rng_state(device) for device in range(self.device_count())]
+
+    def set_rng_state_all(self, new_states: list[torch.Tensor]) -> None:
+        for device, state in enumerate(new_states):
+            self.set_rng_state(state, device)
 
     def _is_in_bad_fork(self) -> bool:  # torch.manual_seed seeds a device module that has it and manual_seed_all
         return False

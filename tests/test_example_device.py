@@ -225,3 +225,27 @@ def test_a_dtype_the_plugin_does_not_declare_is_refused_naming_the_device_and_wh
                                "torch.bfloat16, torch.bool, torch.complex64, torch.float16, "), line
         assert "Fix: convert the tensor to a declared dtype" in line, line
     assert out[3] == "torch.float64 12", out  # nothing was allocated for the refused tensors
+
+
+def test_each_device_draws_from_its_own_generator_apart_from_the_cpus(venv):
+    bin_dir, _ = venv
+    out = run_python("""
+        import torch
+        torch.manual_seed(5)  # before the device's first use: queued, as torch.cuda queues it
+        first = torch.rand(4, device="exdev").cpu()
+        torch.manual_seed(5)
+        torch.rand(100)  # CPU draws leave the device's generator where it was
+        print(torch.equal(first, torch.rand(4, device="exdev").cpu()))
+        m = torch.exdev
+        state, cpu_state = m.get_rng_state(), torch.get_rng_state()
+        m.manual_seed(9)
+        print(torch.equal(cpu_state, torch.get_rng_state()), m.initial_seed())  # the CPU's is untouched
+        a = torch.randn(3, device="exdev").cpu()
+        m.set_rng_state(state)
+        again = torch.rand(4, device="exdev").cpu()
+        m.set_rng_state(state)
+        print(torch.equal(torch.rand(4, device="exdev").cpu(), again), torch.equal(m.get_rng_state(), state) is False)
+        m.set_device(1); m.manual_seed(9); b = torch.randn(3, device="exdev:1").cpu(); m.set_device(0)
+        print(torch.equal(a, b), torch.empty(3, device="exdev").bernoulli_(0.5).device)
+    """, python=str(bin_dir / "python")).stdout.splitlines()
+    assert out == ["True", "True 9", "True True", "True exdev:0"], out

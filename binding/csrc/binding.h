@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+namespace at {
+class Generator;
+}  // namespace at
+
 namespace c10 {
 struct StorageImpl;
 }  // namespace c10
@@ -66,6 +70,7 @@ torchplug_stream current_stream(c10::DeviceIndex device);  // the thread's curre
 void register_kernels();
 void register_hooks();  // hooks.cpp
 bool is_pinned(const void* pointer);  // hooks.cpp: whether `pointer` lies in the runtime's pinned host memory
+at::Generator& default_generator(int32_t device);  // hooks.cpp: the device's own (-1: the current device's)
 void register_autocast();  // autocast.cpp
 // launch.cpp: `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
 // False (and nothing registered) where the op has a device or composite kernel already, or is no

@@ -1,8 +1,10 @@
-// torch's PrivateUse1 hooks for the bound device, and pinned host memory from the runtime.
+// torch's PrivateUse1 hooks for the bound device, pinned host memory from the runtime, and each
+// device's random number generator.
 //
-// Random numbers: ops without a kernel of the device's own run on the CPU (the staging fallback),
-// where they draw from the CPU generator; the hooks hand that generator out, so torch.manual_seed
-// makes device random numbers reproducible.
+// Random numbers: the device's random ops run torch's CPU kernels (inside launch_host, or through the
+// staging fallback), which draw from CPU generators. Each device has a default generator of its own
+// (a CPU generator the launch kernels pass in, launch.cpp), so seeding the device leaves the CPU's
+// random numbers alone and the CPU's draws leave the device's alone, as with CUDA's generators.
 #include "binding.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -14,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace torchplug::binding {
 namespace {
@@ -63,8 +66,8 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     return previous;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex /*device*/) const override {
-    return at::detail::getDefaultCPUGenerator();
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return default_generator(device);
   }
   at::Generator getNewGenerator(c10::DeviceIndex /*device*/) const override { return at::detail::createCPUGenerator(); }
   at::Device getDeviceFromPtr(void* /*data*/) const override { return c10::Device(kType, getCurrentDevice()); }
@@ -76,6 +79,18 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
 };
 
 }  // namespace
+
+at::Generator& default_generator(int32_t device) {
+  static std::once_flag once;
+  static std::vector<at::Generator> generators;
+  std::call_once(once, [] {
+    for (int32_t i = 0; i < device_count(); ++i) generators.push_back(at::detail::createCPUGenerator());
+  });
+  if (device < 0) device = current_device();
+  TORCH_CHECK(device < static_cast<int32_t>(generators.size()), "torchplug: no generator for device ", device,
+              " (the runtime reports ", generators.size(), " devices)");
+  return generators[device];
+}
 
 bool is_pinned(const void* pointer) {
   const auto address = reinterpret_cast<uintptr_t>(pointer);

@@ -4,6 +4,7 @@
 // on the device; fresh results are copied to the device after the launch.
 #include "binding.h"
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
@@ -23,6 +24,11 @@ namespace {
 
 c10::DataPtr no_delete(void* data) { return {data, data, [](void*) {}, c10::Device(c10::DeviceType::CPU)}; }
 
+bool takes_generator(const c10::Argument& argument) {
+  const auto optional = argument.type()->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
 class Launch {
  public:
   Launch(const c10::OperatorHandle& op, torch::jit::Stack* stack) : op_(op), stack_(stack) {}
@@ -32,6 +38,12 @@ class Launch {
     const size_t first = stack_->size() - count;
     for (size_t i = first; i < stack_->size(); ++i) (*stack_)[i] = to_host((*stack_)[i]);
     TORCH_CHECK(device_.has_value(), "torchplug: ", op_.schema().name(), " has no argument on the device");
+    // A random op without a generator draws from the device's, not from the CPU's default one.
+    for (size_t i = 0; i < count; ++i) {
+      if ((*stack_)[first + i].isNone() && takes_generator(op_.schema().arguments()[i])) {
+        (*stack_)[first + i] = default_generator(device_->index());
+      }
+    }
     // The kernel runs inside the runtime's C callback: exceptions are caught there and raised here.
     struct Call {
       Launch* self;

@@ -2,12 +2,14 @@
 // answer torch.<name>'s questions (torchplug/binding/device_module.py).
 #include "binding.h"
 
+#include <ATen/core/Generator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>  // torch.dtype <-> c10::ScalarType
 
 #include <cstdint>
+#include <mutex>
 
 namespace py = pybind11;
 using namespace torchplug::binding;
@@ -52,6 +54,28 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("synchronize", [](int32_t device) { check(runtime().synchronize(device), "synchronize"); });
   m.def("properties", &properties);
   m.def("register_launch_kernel", &register_launch_kernel, "run `op`'s CPU kernel inside the runtime's launch_host");
+  // Random numbers: each device's default generator (hooks.cpp).
+  m.def("manual_seed", [](int32_t device, uint64_t seed) {
+    at::Generator& generator = default_generator(device);
+    const std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_current_seed(seed);
+  });
+  m.def("seed", [](int32_t device) {
+    at::Generator& generator = default_generator(device);
+    const std::lock_guard<std::mutex> lock(generator.mutex());
+    return generator.seed();
+  });
+  m.def("initial_seed", [](int32_t device) { return default_generator(device).current_seed(); });
+  m.def("get_rng_state", [](int32_t device) {
+    at::Generator& generator = default_generator(device);
+    const std::lock_guard<std::mutex> lock(generator.mutex());
+    return generator.get_state();
+  });
+  m.def("set_rng_state", [](int32_t device, const at::Tensor& state) {
+    at::Generator& generator = default_generator(device);
+    const std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  });
   m.def("memory_allocated", [](int32_t device) { return stats(device).allocated.load(); });
   m.def("max_memory_allocated", [](int32_t device) { return stats(device).peak.load(); });
   m.def("reset_peak", [](int32_t device) { stats(device).peak.store(stats(device).allocated.load()); });
