@@ -21,6 +21,7 @@ class Binding(RuntimePart):
         if not isinstance(backend, RuntimeBackend):
             return
         from .device_module import DeviceModule
+        from .pinning import bind_on_first_pin
 
         name = backend.spec.device_type
         taken = torch._C._get_privateuse1_backend_name()
@@ -31,3 +32,4 @@ class Binding(RuntimePart):
             torch.utils.rename_privateuse1_backend(name)
         torch._register_device_module(name, DeviceModule(backend).namespace())
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        bind_on_first_pin(backend)

@@ -184,7 +184,6 @@ def test_copies_are_queued_on_torchs_current_stream_and_non_blocking_ones_return
     out = run_python("""
         import torch
         m = torch.exdev
-        m.init()  # pinning memory needs the bound runtime (torch asks its hooks before any lazy init)
         host = torch.arange(1 << 16, dtype=torch.float32).pin_memory()
         print(host.is_pinned(), torch.ones(2).is_pinned())
         side = m.Stream()
@@ -249,3 +248,17 @@ def test_each_device_draws_from_its_own_generator_apart_from_the_cpus(venv):
         print(torch.equal(a, b), torch.empty(3, device="exdev").bernoulli_(0.5).device)
     """, python=str(bin_dir / "python")).stdout.splitlines()
     assert out == ["True", "True 9", "True True", "True exdev:0"], out
+
+
+def test_pinning_before_the_devices_first_use_binds_it_so_a_cpu_dataloader_keeps_working(venv):
+    # DataLoader(pin_memory=True) pins for torch.accelerator's device, which the installed plugin is.
+    bin_dir, _ = venv
+    out = run_python("""
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        print(torch.accelerator.current_accelerator(), torch.exdev.is_initialized())
+        loader = DataLoader(TensorDataset(torch.randn(8, 3)), batch_size=4, pin_memory=True)
+        print([batch.is_pinned() for (batch,) in loader], torch.exdev.is_initialized())
+        print(torch.empty(2, pin_memory=True).is_pinned())
+    """, python=str(bin_dir / "python")).stdout.splitlines()
+    assert out == ["exdev False", "[True, True] True", "True"], out
