@@ -7,11 +7,12 @@ completes. torchplug and the example device are pip-installed into a fresh venv;
 real process of that venv, with its own device (exdev:0, exdev:1).
 """
 
+import json
 import sys
 
 import pytest
 import torch
-from conftest import venv_with
+from conftest import run_cli, venv_with
 from distributed_helpers import EXAMPLES, ok, run_ranks, run_torchrun, succeeded
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -58,3 +59,8 @@ def test_ddp_training_on_two_ranks_matches_cpu_gloo(python, tmp_path):
     assert device.keys() == cpu.keys()
     for name in cpu:  # every op runs the CPU's kernel on the same bytes: the same weights, bit for bit
         assert torch.equal(device[name], cpu[name]), name
+
+
+def test_torchplug_list_names_the_staged_collective_backend(python):
+    listed = {p["name"]: p["collectives"] for p in json.loads(run_cli("list", "--json", python=python).stdout)["plugins"]}
+    assert listed["exdev"] == "torchplug (gloo, staged through the device's copies)"
