@@ -1,4 +1,4 @@
-"""c10d and DDP on docs/example-device through the host route, staged through the device's copies (issue #31).
+"""c10d, DDP and FSDP2 on docs/example-device through the host route, staged through the device's copies (issue #31).
 
 The example device's memory is PROT_NONE host pages, which the host cannot read outside the
 runtime's own copies: gloo must never see its tensors. torchplug copies them to host tensors
@@ -48,9 +48,11 @@ def test_collectives_give_the_cpus_results_and_wrong_devices_are_refused_before_
         assert result["after"] == [2.0, 2.0, 2.0]  # the ranks are still in step
 
 
-def test_ddp_training_on_two_ranks_matches_cpu_gloo(python, tmp_path):
-    args = [str(EXAMPLES / "train_ddp.py"), "--steps", "8"]
-    run_torchrun(EXAMPLES / "train_ddp.py", *args[1:], "--device", "exdev", "--save", str(tmp_path / "exdev.pt"),
+@pytest.mark.parametrize("script, steps", [pytest.param("train_ddp.py", "8", id="ddp"),
+                                           pytest.param("train_fsdp.py", "4", id="fsdp2")])
+def test_training_on_two_ranks_matches_cpu_gloo(python, tmp_path, script, steps):
+    args = [str(EXAMPLES / script), "--steps", steps]
+    run_torchrun(EXAMPLES / script, *args[1:], "--device", "exdev", "--save", str(tmp_path / "exdev.pt"),
                  python=python, limit=300)
     # The reference: plain gloo on the CPU, in torchplug's own venv (no example device installed).
     succeeded(run_ranks("without_finalizing", *args, "--device", "cpu", "--save", str(tmp_path / "cpu.pt"),
