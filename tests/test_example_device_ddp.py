@@ -48,6 +48,13 @@ def test_collectives_give_the_cpus_results_and_wrong_devices_are_refused_before_
         assert result["after"] == [2.0, 2.0, 2.0]  # the ranks are still in step
 
 
+def test_the_emulated_devices_collective_suite_passes_on_it(python):
+    # dist_workers/collectives.py: fp16/bf16 too, an uneven all_gather, a subgroup, a functional collective
+    # (DTensor's, torch.compile's) and object collectives, each against its expected values.
+    results = ok(run_ranks("collectives", "exdev", "gloo", python=python, limit=300))
+    assert [r["failures"] for r in results] == [{}, {}]
+
+
 @pytest.mark.parametrize("script, steps", [pytest.param("train_ddp.py", "8", id="ddp"),
                                            pytest.param("train_fsdp.py", "4", id="fsdp2")])
 def test_training_on_two_ranks_matches_cpu_gloo(python, tmp_path, script, steps):
