@@ -71,5 +71,6 @@ def test_training_on_two_ranks_matches_cpu_gloo(python, tmp_path, script, steps)
 
 
 def test_torchplug_list_names_the_staged_collective_backend(python):
-    listed = {p["name"]: p["collectives"] for p in json.loads(run_cli("list", "--json", python=python).stdout)["plugins"]}
+    plugins = json.loads(run_cli("list", "--json", python=python).stdout)["plugins"]
+    listed = {p["name"]: p["collectives"] for p in plugins}
     assert listed["exdev"] == "torchplug (gloo, staged through the device's copies)"

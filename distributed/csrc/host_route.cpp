@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -52,9 +53,20 @@ void copy_back(const CopiesBack& copies) {
   }
 }
 
-// The c10d ops write their first argument (ProcessGroup's API puts outputs first), except these.
-bool writes_first_argument(const std::string& name) {
-  return name != "c10d::send" && name != "c10d::barrier" && name != "c10d::monitored_barrier_";
+// Whether c10d op `name` writes its argument number `index`. ProcessGroup's API puts outputs first;
+// an op not listed here (a later torch's) has every argument copied back, which is right whatever it writes.
+bool writes_argument(const std::string& name, size_t index) {
+  static const std::set<std::string> write_nothing = {"c10d::send", "c10d::barrier", "c10d::monitored_barrier_"};
+  static const std::set<std::string> write_first = {
+      "c10d::allreduce_", "c10d::allreduce_coalesced_", "c10d::broadcast_", "c10d::reduce_", "c10d::allgather_",
+      "c10d::_allgather_base_", "c10d::allgather_coalesced_", "c10d::allgather_into_tensor_coalesced_",
+      "c10d::reduce_scatter_", "c10d::_reduce_scatter_base_", "c10d::reduce_scatter_tensor_coalesced_",
+      "c10d::alltoall_", "c10d::alltoall_base_", "c10d::gather_", "c10d::scatter_", "c10d::recv_",
+      "c10d::recv_any_source_"};
+  if (write_nothing.count(name)) {
+    return false;
+  }
+  return index == 0 || !write_first.count(name);
 }
 
 // Every tensor in `value` (a tensor, a list, a list of lists), in order.
@@ -157,7 +169,7 @@ class HostRoute final : public c10::OperatorKernel {
     CopiesBack copies_back;
     const size_t first = stack->size() - num_arguments;
     for (size_t i = first; i < stack->size(); ++i) {
-      const bool written = i == first && writes_first_argument(name);
+      const bool written = writes_argument(name, i - first);
       (*stack)[i] = to_host((*stack)[i], staged_, written, aliases, hosts, copies_back);
     }
     std::function<void()> finish;

@@ -45,6 +45,11 @@ def all_reduce(on, dtype, async_op):
     return [dist.all_reduce(t, async_op=async_op)], [t]
 
 
+def all_reduce_strided_view(on, dtype, async_op):  # written back through the view: the other columns stay
+    t = data((4, 6), on, dtype)
+    return [dist.all_reduce(t[:, ::2], async_op=async_op)], [t]
+
+
 def all_reduce_max(on, dtype, async_op):
     t = data((4,), on, dtype)
     return [dist.all_reduce(t, op=dist.ReduceOp.MAX, async_op=async_op)], [t]
@@ -114,12 +119,12 @@ def broadcast_coalesced(on, dtype, async_op):  # DDP's _sync_module_states: para
 
 def comm_hook_future(on, dtype, async_op):  # DDP's allreduce hook: the future's value, divided in a callback
     t = data((7,), on, dtype)
-    future = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0].div_(world, rounding_mode="floor"))
-    return [], [future.wait()]
+    future = dist.all_reduce(t, async_op=True).get_future()
+    return [], [future.then(lambda f: f.value()[0].div_(world, rounding_mode="floor")).wait()]
 
 
 CASES: dict[str, Callable] = {f.__name__: f for f in (
-    all_reduce, all_reduce_max, broadcast, all_gather, all_gather_into_tensor, reduce_scatter,
+    all_reduce, all_reduce_strided_view, all_reduce_max, broadcast, all_gather, all_gather_into_tensor, reduce_scatter,
     reduce_scatter_tensor, all_to_all_single, reduce, gather, scatter, send_recv, broadcast_coalesced,
     comm_hook_future)}
 SYNC_ONLY = {"broadcast_coalesced", "comm_hook_future"}
