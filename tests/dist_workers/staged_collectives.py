@@ -170,11 +170,11 @@ for async_op in (False, True):
         failures[f"all_reduce_strided_view/{async_op}"] = f"got {t.cpu().tolist()}, expected {want.tolist()}"
 
 
-def ddp_weights(on: torch.device, hook) -> torch.Tensor:
+def ddp_weights(on: torch.device, hook, bucket_cap_mb: float | None = None) -> torch.Tensor:
     """Six steps of DDP (with comm `hook`, None for DDP's own allreduce) on `on`: the weights, flat, on the CPU."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)).to(on)
-    ddp = DistributedDataParallel(net, device_ids=None if on.type == "cpu" else [on])
+    ddp = DistributedDataParallel(net, device_ids=None if on.type == "cpu" else [on], bucket_cap_mb=bucket_cap_mb)
     if hook is not None:
         ddp.register_comm_hook(None, hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
@@ -188,8 +188,10 @@ def ddp_weights(on: torch.device, hook) -> torch.Tensor:
     return torch.cat([p.detach().cpu().flatten() for p in net.parameters()])
 
 
-for name, hook in (("ddp", None), ("ddp_fp16_compress_hook", default_hooks.fp16_compress_hook)):
-    want, got = ddp_weights(CPU, hook), ddp_weights(device, hook)
+# Small buckets: one per parameter, so several staged all_reduces are in flight in each backward.
+for name, hook, cap in (("ddp", None, None), ("ddp_fp16_compress_hook", default_hooks.fp16_compress_hook, None),
+                        ("ddp_small_buckets", None, 1e-4)):
+    want, got = ddp_weights(CPU, hook, cap), ddp_weights(device, hook, cap)
     if not torch.equal(want, got):
         failures[name] = f"weights differ from the CPU's by up to {(want - got).abs().max().item()}"
 
