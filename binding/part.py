@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from ..entrypoints.device_runtime import RuntimeBackend
+from ..entrypoints.device_status import DeviceMemory
 from ..entrypoints.extensions import RuntimePart
 from ..entrypoints.torch_devices import PRIVATEUSE1
 
@@ -33,3 +34,6 @@ class Binding(RuntimePart):
         torch._register_device_module(name, DeviceModule(backend).namespace())
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
         bind_on_first_pin(backend)
+
+    def device_memory(self, backend: Any) -> DeviceMemory | None:
+        return "own" if isinstance(backend, RuntimeBackend) else None  # only the runtime's copies reach it

@@ -1,23 +1,32 @@
-"""Run c10d collectives on emulated devices through their CPU kernels, on host aliases.
+"""Run c10d collectives on torchplug's devices through their CPU kernels (gloo), on host tensors.
 
 torch registers the c10d ops (c10d::allreduce_, ...) for the CPU, CUDA and PrivateUse1 keys only,
-and each kernel asks the process group for the backend of its own device type. An emulated
-device's tensors live in host memory, so its collectives are the CPU collectives on host aliases
-of those tensors: gloo reads and writes the device memory in place, with no copies. One C++ kernel
-(csrc/host_route.cpp), registered for every c10d op under each emulated dispatch key, does that
-translation:
+and each kernel asks the process group for the backend of its own device type. torchplug's devices
+have no collective library of their own, so their collectives are the CPU collectives on host
+tensors that stand for the device tensors. How those are made is the one difference between the
+two kinds of device (a `Route`):
 
-* it checks, before any data moves, that every tensor is on the one emulated device the op was
-  called for (a CPU or other-device tensor is refused, as NCCL/XCCL refuse it) and that the group
-  has a backend for that device type;
-* it runs the op's CPU kernel on host aliases (that kernel hands them to the group's CPU backend,
-  gloo) and hands back the caller's device tensors;
+* an emulated device's tensors live in host memory: the host tensors are aliases over the same
+  bytes, and gloo reads and writes the device memory in place, with no copies;
+* a device with its own memory (a runtime the host cannot read) is staged: each device tensor is
+  copied to a host tensor through the device's copies when the op is called, and the tensors the
+  op writes are copied back when gloo's work completes, before its Work or future reports done.
+
+One C++ kernel (csrc/host_route.cpp), registered for every c10d op under each such dispatch key,
+does the translation:
+
+* it checks, before any data moves, that every tensor is on the one device the op was called for
+  (a CPU or other-device tensor is refused, as NCCL/XCCL refuse it) and that the group has a
+  backend for that device type;
+* it runs the op's CPU kernel on the host tensors (that kernel hands them to the group's CPU
+  backend, gloo) and hands back the caller's device tensors;
 * its Work completes with the device tensors, so futures (DDP's comm hooks, async_op=True) see
-  the tensors they passed in, not CPU aliases (csrc/device_work.cpp).
+  the tensors they passed in, not host tensors (csrc/device_work.cpp).
 """
 
 import atexit
 import threading
+from dataclasses import dataclass
 from types import ModuleType
 
 import torch
@@ -45,19 +54,27 @@ def c10d_ops() -> list[torch._ops.OpOverload]:
     return ops
 
 
-def install(device_type: str, dispatch_key: str) -> None:
-    """Route every c10d op on `dispatch_key` (an emulated device's key) through its CPU kernel. Idempotent."""
+@dataclass(frozen=True)
+class Route:
+    """How the c10d ops of one device type reach gloo."""
+
+    dispatch_key: str
+    staged: bool  # through copies to host tensors and back (the device's own memory), or host aliases (host memory)
+
+
+def install(device_type: str, route: Route) -> None:
+    """Route every c10d op on the device type's dispatch key through its CPU kernel. Idempotent."""
     global _extension
     with _lock:
-        if dispatch_key in _installed:
+        if route.dispatch_key in _installed:
             return
         if _extension is None:
             _extension = build.load()
             atexit.register(settle)  # runs before the interpreter finalizes (csrc/device_work.cpp says why)
         for op in c10d_ops():
-            _extension.route_through_host(op.name().partition("::")[2], device_type, dispatch_key)
+            _extension.route_through_host(op.name().partition("::")[2], device_type, route.dispatch_key, route.staged)
         _extension.register_host_timer(device_type)  # DDP times iterations per device type
-        _installed.add(dispatch_key)
+        _installed.add(route.dispatch_key)
 
 
 def follow_library(group: "torch.distributed.ProcessGroup", device_type: str, library: str) -> None:
@@ -67,7 +84,7 @@ def follow_library(group: "torch.distributed.ProcessGroup", device_type: str, li
 
 
 def settle() -> None:
-    """Wait until gloo's worker threads have let go of every emulated device's collective work.
+    """Wait until gloo's worker threads have let go of every device's collective work.
 
     Called before a group is destroyed and at exit, so that the last release of the work's tensors
     happens on a Python thread: if a worker thread did it while the interpreter finalizes, the

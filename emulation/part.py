@@ -2,15 +2,15 @@
 
 Declared in torchplug's ``torchplug.extensions`` entry points. Without the variable it only adds
 the "torchplug can emulate this device" hint to torch's error, and imports nothing else. The other
-runtime parts never import emulation: they ask these extension points (`device_mode`, `ready`,
-`triton_interpreter`) through the contract.
+runtime parts never import emulation: they ask these extension points (`device_mode`, `device_memory`,
+`ready`, `triton_interpreter`) through the contract.
 """
 
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from ..entrypoints import STANDARD_DTYPES, DeviceMode, DeviceStatus, RuntimePart
+from ..entrypoints import STANDARD_DTYPES, DeviceMemory, DeviceMode, DeviceStatus, RuntimePart
 from .config import emulation_requested
 
 
@@ -48,6 +48,9 @@ class Emulation(RuntimePart):
 
         devices = emulated_devices().get(backend.spec.device_type)
         return "emulated" if devices is not None and devices.backend == backend.spec.name else None
+
+    def device_memory(self, backend: Any) -> DeviceMemory | None:
+        return "host" if self.device_mode(backend) == "emulated" else None  # host memory: readable in place
 
     def ready(self, backend: Any) -> None:
         if self.device_mode(backend) == "emulated":  # its own kernels go in first: others capture or override them

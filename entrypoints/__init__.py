@@ -8,7 +8,7 @@ from .. import TorchplugWarning
 from .backend import Backend, torch_build_lacks
 from .compile_target import CodegenTarget
 from .device_runtime import DeviceRuntimeError, RuntimeBackend
-from .device_status import DeviceMode, DeviceStatus, Mode
+from .device_status import DeviceMemory, DeviceMode, DeviceStatus, Mode
 from .extensions import HOOKS, BackendExtension, ExtensionError, HookSpec, RuntimePart
 from .profile import DeviceProfile, EmulatedShape, LaunchConfig, TritonArch
 from .loader import PluginError, PluginRecord, autoload, backend, discover, load, loaded, loaded_backend, records
@@ -16,8 +16,8 @@ from .spec import STANDARD_DTYPES, BackendSpec, SpecError
 from .versions import declared_torch_range
 
 __all__ = [
-    "HOOKS", "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceMode",
-    "DeviceProfile", "DeviceRuntimeError", "DeviceStatus", "EmulatedShape", "ExtensionError", "HookSpec",
+    "HOOKS", "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceMemory",
+    "DeviceMode", "DeviceProfile", "DeviceRuntimeError", "DeviceStatus", "EmulatedShape", "ExtensionError", "HookSpec",
     "LaunchConfig", "Mode", "PluginError", "PluginRecord", "RuntimeBackend", "RuntimePart", "SpecError",
     "TorchplugWarning", "TritonArch", "autoload", "backend", "declared_torch_range", "discover", "load", "loaded",
     "loaded_backend", "records", "torch_build_lacks",

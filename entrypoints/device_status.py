@@ -7,6 +7,9 @@ from typing import Literal
 # memory, or not at all. ("Mode" alone also names a kernel's way of running and a conformance check.)
 DeviceMode = Literal["native", "emulated", "unavailable"]
 Mode = DeviceMode  # deprecated alias: the name before DeviceMode
+# Where the device's memory is, for code that moves its bytes (collectives): memory the host may read in
+# place (emulation), or the device's own, which only its runtime's copies and launches reach.
+DeviceMemory = Literal["host", "own"]
 
 
 @dataclass(frozen=True)

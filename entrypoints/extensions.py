@@ -45,6 +45,10 @@ HOOKS: dict[str, HookSpec] = {spec.name: spec for spec in (
     HookSpec("device_mode", ("backend",), "first",
              "'emulated' when this part provides the backend's device in place of torch's own runtime, cheaply and "
              "without starting it; else None"),
+    HookSpec("device_memory", ("backend",), "first",
+             "'host' when this part provides the backend's device in memory the host may read and write in place, "
+             "'own' when only the device's runtime reaches its memory (its copies, its launches), cheaply and without "
+             "starting it; else None (torch's own runtime drives the device)"),
     HookSpec("ready", ("backend",), "all",
              "before kernels are installed at the backend's dispatch key: start the runtime that registers its own "
              "kernels there first"),

@@ -1,5 +1,5 @@
 // What the parts of torchplug.distributed's extension share: the alias map, the Work wrapper and
-// the C++ route of c10d ops on emulated devices.
+// the C++ route of c10d ops on torchplug's devices.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -15,7 +15,7 @@
 
 namespace torchplug_distributed {
 
-// Host alias TensorImpl -> the caller's device tensor.
+// Host tensor (an alias, or a staged copy) TensorImpl -> the caller's device tensor.
 using AliasMap = std::unordered_map<const c10::TensorImpl*, at::Tensor>;
 
 // `value` (a tensor, a list of them, a list of lists) with each tensor t replaced by map(t); lists
@@ -37,13 +37,14 @@ c10::IValue map_tensors(const c10::IValue& value, const Map& map) {
   return value;
 }
 
-// `value` with every host alias in it replaced by its device tensor.
+// `value` with every host tensor in it replaced by its device tensor.
 c10::IValue to_device(const c10::IValue& value, const AliasMap& aliases);
 
 // gloo's `work` over `hosts`, made to complete with the device tensors `aliases` maps them to and
 // to explain its failures; kept until gloo lets go of it (device_work.cpp). `finish`, if set, runs
 // when gloo's work has succeeded, before anyone sees the result. A work without a future
-// (send/recv) is returned unchanged: its wait() raises gloo's own error.
+// (send/recv) keeps gloo's own errors; it is returned unchanged unless there is a `finish`, which
+// then runs when the caller first sees it complete (wait(), is_completed()).
 c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> hosts,
                                            AliasMap aliases, std::string op, std::string group, int group_rank,
                                            std::function<void()> finish = {});
@@ -59,10 +60,11 @@ std::function<void()> follow_library(const std::string& library, const c10::Func
                                      AliasMap& aliases, std::vector<at::Tensor>& hosts);
 
 // Register the C++ route (host_route.cpp) as c10d::`op`'s kernel for `dispatch_key`, the key of
-// the emulated `device_type`.
-void route_through_host(const std::string& op, const std::string& device_type, const std::string& dispatch_key);
+// `device_type`: on host aliases of its tensors, or `staged` through host copies of them.
+void route_through_host(const std::string& op, const std::string& device_type, const std::string& dispatch_key,
+                        bool staged);
 
-// DDP's iteration timer for an emulated device type that torch has none for (host_timer.cpp).
+// DDP's iteration timer for a device type that torch has none for (host_timer.cpp).
 bool register_host_timer(const std::string& device_type);
 
 }  // namespace torchplug_distributed

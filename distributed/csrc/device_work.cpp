@@ -1,7 +1,9 @@
-// The c10d Work of a collective that gloo runs on host aliases of emulated device tensors.
+// The c10d Work of a collective that gloo runs on host tensors standing for device tensors (host
+// aliases of an emulated device's tensors, or host copies of a staged device's).
 //
-// Its future completes when gloo's does, with the caller's device tensors in place of the host
-// aliases (so DDP's comm hooks and async_op users see their own tensors), or with gloo's failure
+// Its future completes when gloo's does, after `finish` (a staged device's copy back), with the
+// caller's device tensors in place of the host tensors (so DDP's comm hooks and async_op users
+// see their own tensors, holding the results), or with gloo's failure
 // raised as torch.distributed.DistBackendError naming the rank that caused it (peers.explain).
 // All of it runs in C++ on gloo's thread, without the GIL, except the explanation of a failure.
 // torch's own future-wrapping Work cannot stand in for this: its wait() returns normally when
@@ -21,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -79,7 +82,7 @@ class DeviceWork : public c10d::Work {
     return future_->value().toTensorVector();
   }
 
-  void synchronize() override {}  // host memory: nothing to order against
+  void synchronize() override {}  // host memory, or copied back already: nothing to order against
 
   bool wait(std::chrono::milliseconds timeout) override {
     if (timeout != kNoTimeout) {
@@ -117,6 +120,51 @@ class DeviceWork : public c10d::Work {
  private:
   c10::intrusive_ptr<c10d::Work> gloo_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// The Work of a send or recv, whose gloo work has no future, with a `finish` to run (a staged
+// recv's copy back): it runs once gloo's work has succeeded, when the caller first sees it complete.
+class FinishedOnWait final : public c10d::Work {
+ public:
+  FinishedOnWait(c10::intrusive_ptr<c10d::Work> gloo, std::function<void()> finish)
+      : c10d::Work(-1, gloo->retrieveOpType()), gloo_(std::move(gloo)), finish_(std::move(finish)) {}
+
+  bool isCompleted() override {
+    if (!gloo_->isCompleted()) {
+      return false;
+    }
+    if (gloo_->exception() == nullptr) {
+      std::call_once(finished_, finish_);
+    }
+    return true;
+  }
+
+  bool isSuccess() const override {
+    return gloo_->isCompleted() && gloo_->exception() == nullptr;
+  }
+
+  std::exception_ptr exception() const override {
+    return gloo_->exception();
+  }
+
+  int sourceRank() const override {
+    return gloo_->sourceRank();
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    gloo_->wait(timeout);  // raises gloo's own error
+    std::call_once(finished_, finish_);
+    return true;
+  }
+
+  void abort() override {
+    gloo_->abort();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> gloo_;
+  std::function<void()> finish_;
+  std::once_flag finished_;
 };
 
 // Works gloo's worker threads may still hold (see the top of this file). Touched with the GIL held,
@@ -167,8 +215,10 @@ c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, 
   try {
     gloo_future = work->getFuture();
   } catch (const c10::Error&) {
-    TORCH_INTERNAL_ASSERT(!finish, op, ": gloo's work has no future to finish the emulated library's rules on");
-    return work;
+    if (!finish) {
+      return work;
+    }
+    return c10::make_intrusive<FinishedOnWait>(std::move(work), std::move(finish));
   }
   // The callback owns the host aliases until gloo has finished with them.
   auto future = gloo_future->then(
@@ -195,7 +245,7 @@ c10::intrusive_ptr<c10d::Work> device_work(c10::intrusive_ptr<c10d::Work> work, 
 }  // namespace torchplug_distributed
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "torchplug.distributed: the C++ route of collectives on emulated devices, and its Work";
+  m.doc() = "torchplug.distributed: the C++ route of collectives on torchplug's devices, and its Work";
   m.def("settle", &torchplug_distributed::settle, py::arg("timeout_s"),
         "Wait until gloo's worker threads have let go of every device work (at most timeout_s), then drop them. "
         "False if some were still held.");
@@ -204,7 +254,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return torchplug_distributed::kept.size();
   }, "How many device works are kept until gloo lets go of them.");
   m.def("route_through_host", &torchplug_distributed::route_through_host, py::arg("op"), py::arg("device_type"),
-        py::arg("dispatch_key"), "Register the C++ route as c10d::op's kernel for the emulated device's key.");
+        py::arg("dispatch_key"), py::arg("staged"),
+        "Register the C++ route as c10d::op's kernel for the device's key (staged: through host copies).");
   m.def("register_host_timer", &torchplug_distributed::register_host_timer, py::arg("device_type"),
         "Give DDP a host-clock iteration timer for the device type, unless torch has a timer for it.");
 }

@@ -1,8 +1,11 @@
 // DDP's Reducer times every iteration with a c10d Timer made for its parameters' device type.
 // torch registers one for the CPU, and a CUDA build one for 'cuda' that records CUDA events; a CPU
-// wheel has none for 'cuda', so DDP on emulated cuda tripped an internal assert (logger.cpp) on
-// its first forward; a CUDA build's timer records CUDA events, which the emulated device lacks. Emulated devices run their kernels synchronously on the host, so host
-// timestamps measure what a device timer would.
+// wheel has none for 'cuda', and no build has one for a PrivateUse1 device, so DDP there tripped
+// an internal assert (logger.cpp) on its first forward; a CUDA build's timer records CUDA events,
+// which an emulated device lacks. Emulated devices run their kernels synchronously on the host, and
+// so does a device whose runtime finishes its work before each call returns (the example device),
+// so host timestamps measure what a device timer would; for an asynchronous runtime they time the
+// host's side only (DDP logs them, nothing more).
 #include "collectives.h"
 
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
