@@ -201,8 +201,9 @@ def test_copies_are_queued_on_torchs_current_stream_and_non_blocking_ones_return
             result.copy_(doubled, non_blocking=True)
         side.synchronize()  # waits for the side stream alone, where the copy was queued
         print(torch.equal(result, host * 2))
+        print(torch.equal(host.to("exdev:1").cpu(), host), m.current_device())  # device 1's streams, from device 0
     """, python=str(bin_dir / "python")).stdout.splitlines()
-    assert out == ["True False", "True", "True False", "True True", "True"], out
+    assert out == ["True False", "True", "True False", "True True", "True", "True 0"], out
 
 
 def test_a_dtype_the_plugin_does_not_declare_is_refused_naming_the_device_and_what_it_declares(venv):

@@ -43,6 +43,19 @@ void set_device(int32_t device);
 // A copy ordered on the current stream of `device` (the device side of the copy), as torch's CUDA
 // copies are: after the work already queued there. `wait` returns only once it is done; without it
 // the host memory involved must stay alive and unchanged until the stream reaches the copy.
+// While alive, the runtime's current device (per host thread) is `device`: a NULL stream handle means
+// the current device's default stream, so calls that pass one for a device run inside such a scope.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int32_t device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int32_t previous_;
+  int32_t device_;
+};
 void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind, c10::DeviceIndex device,
           bool wait = true);
 

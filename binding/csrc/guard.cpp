@@ -25,14 +25,6 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, device), id);
 }
 
-// Runs `body` with the runtime's current device set to `device`, restoring it after.
-template <typename Body>
-void on_device(c10::DeviceIndex device, Body body) {
-  const int32_t previous = current_device();
-  if (previous != device) check(runtime().set_device(device), "set_device");
-  body();
-  if (previous != device) check(runtime().set_device(previous), "set_device");
-}
 
 struct RuntimeGuard final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kType; }
@@ -60,7 +52,10 @@ struct RuntimeGuard final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     const c10::DeviceIndex index = index_of(device);
     torchplug_stream handle = nullptr;
-    on_device(index, [&] { check(runtime().stream_create(&handle, priority), "stream_create"); });
+    {
+      const DeviceScope scope(index);
+      check(runtime().stream_create(&handle, priority), "stream_create");
+    }
     std::lock_guard<std::mutex> lock(streams_mutex);
     created[index].push_back(handle);
     return make_stream(index, static_cast<c10::StreamId>(created[index].size()));
@@ -74,12 +69,14 @@ struct RuntimeGuard final : public c10::impl::DeviceGuardImplInterface {
     return previous;
   }
   bool queryStream(const c10::Stream& stream) const override {
+    const DeviceScope scope(stream.device_index());
     const torchplug_status status = runtime().stream_query(stream_handle(stream));
     if (status == TORCHPLUG_ERROR_NOT_READY) return false;
     check(status, "stream_query");
     return true;
   }
   void synchronizeStream(const c10::Stream& stream) const override {
+    const DeviceScope scope(stream.device_index());
     check(runtime().stream_synchronize(stream_handle(stream)), "stream_synchronize");
   }
   void synchronizeDevice(c10::DeviceIndex device) const override {
@@ -89,17 +86,17 @@ struct RuntimeGuard final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& stream, c10::DeviceIndex device, c10::EventFlag flag) const override {
     TORCH_CHECK(device == -1 || device == stream.device_index(), "torchplug: event on device ", device,
                 " recorded on a stream of device ", stream.device_index());
-    on_device(stream.device_index(), [&] {
-      if (*event == nullptr) {  // torch.Event(enable_timing=True) asks for BACKEND_DEFAULT, as CUDA does
-        torchplug_event created_event = nullptr;
-        check(runtime().event_create(&created_event, /*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0), "event_create");
-        *event = created_event;
-      }
-      check(runtime().event_record(static_cast<torchplug_event>(*event), stream_handle(stream)), "event_record");
-    });
+    const DeviceScope scope(stream.device_index());
+    if (*event == nullptr) {  // torch.Event(enable_timing=True) asks for BACKEND_DEFAULT, as CUDA does
+      torchplug_event created_event = nullptr;
+      check(runtime().event_create(&created_event, /*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0), "event_create");
+      *event = created_event;
+    }
+    check(runtime().event_record(static_cast<torchplug_event>(*event), stream_handle(stream)), "event_record");
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (event != nullptr) {
+      const DeviceScope scope(stream.device_index());
       check(runtime().stream_wait_event(stream_handle(stream), static_cast<torchplug_event>(event)), "stream_wait_event");
     }
   }

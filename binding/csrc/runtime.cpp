@@ -70,11 +70,20 @@ void set_device(int32_t device) {
   check(runtime().set_device(device), "set_device");
 }
 
+DeviceScope::DeviceScope(int32_t device) : previous_(current_device()), device_(device) {
+  if (previous_ != device_) check(runtime().set_device(device_), "set_device");
+}
+
+DeviceScope::~DeviceScope() {
+  if (previous_ != device_) runtime().set_device(previous_);  // a destructor must not throw
+}
+
 void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy_kind kind, c10::DeviceIndex device,
           bool wait) {
   if (nbytes == 0) return;
   // The contract's memcpy is ordered after the default stream only; torch orders a copy after the
   // current stream's work, which may be another stream.
+  const DeviceScope scope(device);
   const torchplug_stream stream = current_stream(device);
   check(runtime().memcpy_async(destination, source, nbytes, kind, stream), "memcpy_async");
   if (wait) check(runtime().stream_synchronize(stream), "stream_synchronize");

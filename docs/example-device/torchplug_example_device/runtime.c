@@ -265,7 +265,7 @@ static torchplug_status copy_async(void* destination, const void* source, size_t
     free(c);
     return bad_copy(destination, source, nbytes, kind);
   }
-  stream = resolve(stream, b->device);
+  stream = resolve(stream, current);
   if (stream->last == NULL) stream->last = &stream->first; /* a default stream's first use */
   *stream->last = c;
   stream->last = &c->next;

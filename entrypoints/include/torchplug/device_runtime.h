@@ -14,8 +14,9 @@
  *     calling thread (torchplug raises it as the Python error, naming the plugin and the call).
  *   - Device memory need not be readable by the host: torchplug reads and writes it only through
  *     `memcpy`, `memcpy_async`, `memset` and `launch_host`.
- *   - A stream handle of NULL means the device's default stream; `memcpy` is synchronous with respect
- *     to the host and ordered after work already queued on the default stream.
+ *   - A stream handle of NULL means the default stream of the calling thread's current device
+ *     (set_device), in every entry that takes one; `memcpy` is synchronous with respect to the host
+ *     and ordered after work already queued on the default stream of the device it touches.
  *   - Optional entries may be NULL (marked "optional"); torchplug then says, when it is asked for,
  *     that the device lacks it.
  *
