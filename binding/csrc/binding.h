@@ -39,6 +39,7 @@ void copy(void* destination, const void* source, size_t nbytes, torchplug_memcpy
 struct DeviceStats {
   std::atomic<int64_t> allocated{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> launches{0};  // host kernels run through launch_host
 };
 constexpr int kMaxDevices = 64;
 c10::Allocator* device_allocator();
@@ -52,7 +53,11 @@ torchplug_stream stream_handle(const c10::Stream& stream);  // NULL for the defa
 void register_kernels();
 void register_hooks();  // hooks.cpp
 void register_autocast();  // autocast.cpp
-// launch.cpp: `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
+// launch.cpp: run `kernel(arguments)` inside the runtime's launch_host window on `device`, ordered on its
+// current stream, and count it. Windows never nest (a runtime's window need not be re-entrant): a launch
+// from inside one raises, naming `what`.
+void launch_host(int32_t device, torchplug_host_kernel kernel, void* arguments, const std::string& what);
+// `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
 // False (and nothing registered) where the op has a device or composite kernel already, or is no
 // dispatcher op.
 bool register_launch_kernel(const std::string& op);

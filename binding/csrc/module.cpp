@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <exception>
 
 namespace py = pybind11;
 using namespace torchplug::binding;
@@ -39,6 +40,32 @@ py::dict properties(int32_t device) {
   return result;
 }
 
+// Runs the Python callable `body` inside the runtime's launch_host window on `device` (torch.compile's host
+// kernels: binding/launcher.py); its exception, if any, is raised here.
+py::object launch_python(int32_t device, const py::function& body) {
+  struct Call {
+    const py::function* body;
+    py::object result;
+    std::exception_ptr error;
+  } call{&body, py::none(), nullptr};
+  const torchplug_host_kernel run = [](void* arguments) {
+    auto* c = static_cast<Call*>(arguments);
+    py::gil_scoped_acquire gil;
+    try {
+      c->result = (*c->body)();
+    } catch (...) {
+      c->error = std::current_exception();
+    }
+  };
+  {
+    // Another thread may hold the window while it waits for the GIL: wait for the window without it.
+    py::gil_scoped_release released;
+    launch_host(device, run, &call, "a torch.compile host kernel");
+  }
+  if (call.error) std::rethrow_exception(call.error);
+  return call.result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -49,6 +76,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("synchronize", [](int32_t device) { check(runtime().synchronize(device), "synchronize"); });
   m.def("properties", &properties);
   m.def("register_launch_kernel", &register_launch_kernel, "run `op`'s CPU kernel inside the runtime's launch_host");
+  m.def("launch_host", &launch_python, "call `body()` inside the runtime's launch_host window on `device`");
+  m.def("host_launches", [](int32_t device) { return stats(device).launches.load(); });
   m.def("memory_allocated", [](int32_t device) { return stats(device).allocated.load(); });
   m.def("max_memory_allocated", [](int32_t device) { return stats(device).peak.load(); });
   m.def("reset_peak", [](int32_t device) { stats(device).peak.store(stats(device).allocated.load()); });
