@@ -7,7 +7,6 @@ the wrapper does (allocations, extern ops such as mm) goes through the dispatche
 window: windows never nest.
 """
 
-import functools
 from typing import Any
 
 import torch
@@ -27,19 +26,19 @@ def launcher(backend: Any) -> HostLauncher:
     reason = None
     if not runtime.table.contents.launch_host:
         reason = (f"plugin {backend.spec.name!r}: its device runtime {runtime.name!r} has no launch_host entry, "
-                  f"which torch.compile needs to run the C++ kernels Inductor generates on '{backend.spec.device_type}' "
-                  "memory. Fix: implement launch_host in the runtime's table (torchplug/device_runtime.h), or run the "
-                  "model without torch.compile")
+                  "which torch.compile needs to run the C++ kernels Inductor generates on "
+                  f"'{backend.spec.device_type}' memory. Fix: implement launch_host in the runtime's table "
+                  "(torchplug/device_runtime.h), or run the model without torch.compile")
     return HostLauncher(__name__, "launch_host_kernel", LABEL, reason)
 
 
 def launch_host_kernel(kernel: Any, name: str, writes: tuple[int, ...] | None, *args: Any, **kwargs: Any) -> Any:
     """Run the compiled host kernel `kernel(*args)` inside the runtime's launch_host window on the device of
-    its tensor arguments (the current device when it has none). `name` and `writes` serve emulated devices'
-    graph capture; a runtime's device runs each kernel once, when it is launched."""
+    its tensor arguments (the current device when it has none), holding the GIL (csrc/module.cpp says why).
+    `name` and `writes` serve emulated devices' graph capture; a runtime's device runs each kernel once, when
+    it is launched."""
     device_type = torch._C._get_privateuse1_backend_name()
     ext = bound.bound_extension()
     device = next((a.device.index for a in args if isinstance(a, torch.Tensor) and a.device.type == device_type),
                   None)
-    return ext.launch_host(ext.current_device() if device is None else device,
-                           functools.partial(kernel, *args, **kwargs))
+    return ext.launch_host(ext.current_device() if device is None else device, kernel, args, kwargs or None)
