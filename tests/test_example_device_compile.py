@@ -42,7 +42,7 @@ def test_compiled_training_reaches_the_cpus_compiled_weights(venv, amp):
 def test_compiled_kernels_run_inside_the_runtimes_launch_window_on_the_tensors_device(venv):
     bin_dir, _ = venv
     out = run_python("""
-        import torch
+        import torch, torchplug.entrypoints as e
         from torch._inductor.utils import run_and_get_code
         m = torch.exdev
         close = lambda a, b: torch.allclose(a, b, atol=1e-5)  # Inductor's vectorized sin is not ATen's, to the ulp
@@ -58,8 +58,12 @@ def test_compiled_kernels_run_inside_the_runtimes_launch_window_on_the_tensors_d
         r = torch.compile(lambda a: a.cos() * 2)(x1)
         print([m.host_launches(0) - before[0], m.host_launches(1) - before[1]], r.device,
               close(r.cpu(), x1.cpu().cos() * 2))
+        # Inductor's cache key: never a graph generated for an emulated device's launcher
+        target = e.loaded_backend("exdev").codegen()
+        print(target.status(), "torchplug.binding.launcher" in target.uuid())
     """, python=str(bin_dir / "python"), timeout=900)
-    assert out.stdout.split("\n")[:3] == ["1 True exdev:0", "True True", "[0, 1] exdev:1 True"], out.stdout
+    assert out.stdout.split("\n")[:4] == ["1 True exdev:0", "True True", "[0, 1] exdev:1 True",
+                                          "inductor: host-cpp (launch_host) True"], out.stdout
 
 
 def test_a_compiled_in_place_update_writes_the_device_memory(venv):
