@@ -10,7 +10,6 @@ What the device itself provides (the module behind torch.<device>, how its host 
 asked through the extension points, of the runtime part that provides the device.
 """
 
-import functools
 import threading
 from collections.abc import Hashable
 from textwrap import dedent
@@ -19,7 +18,7 @@ from typing import Any
 from ..entrypoints import STANDARD_DTYPES
 from ..entrypoints.compile_target import CodegenTarget, HostLauncher
 from ..entrypoints.extensions import call
-from ..entrypoints.loader import loaded, loaded_backend
+from .provider import providing
 
 _lock = threading.Lock()
 
@@ -79,14 +78,6 @@ class HostMemoryTarget(CodegenTarget):
             common._initialize_device_op_overrides()
             common.register_device_op_overrides(self.device_type, host_op_overrides(self.device_type))
             self._installed = True
-
-
-@functools.cache
-def providing(device_type: str) -> Any:
-    """The loaded backend of `device_type` whose device a runtime part provides (it answers `device_module`):
-    of two backends of one type (cuda, rocm), the one emulated or bound here. None if there is none."""
-    return next((backend for backend in map(loaded_backend, loaded())
-                 if backend.spec.device_type == device_type and call("device_module", backend) is not None), None)
 
 
 def host_op_overrides(device_type: str) -> Any:

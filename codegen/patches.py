@@ -73,7 +73,7 @@ def patch_dynamo_streams(dynamo: ModuleType) -> None:
     from torch._dynamo import utils
 
     from ..entrypoints.extensions import call
-    from .host_memory import providing
+    from .provider import providing
 
     _require(utils, "get_current_stream")
     original = utils.get_current_stream
