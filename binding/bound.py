@@ -48,6 +48,13 @@ def is_bound() -> bool:
     return _ext is not None
 
 
+def bound_extension() -> ModuleType:
+    """The binding's C++ module, once a runtime is bound (a device tensor exists only then)."""
+    if _ext is None:
+        raise RuntimeError("torchplug: no device runtime is bound to PrivateUse1 yet; the device binds on first use")
+    return _ext
+
+
 def _bind(backend: Any) -> ModuleType:
     from ..dispatcher import enable_fallback, set_fallback_policy
     from .build import load

@@ -17,6 +17,20 @@ from . import bound
 
 Device = torch.device | str | int | None
 PRIVATEUSE1_TYPE = 20  # c10::DeviceType::PrivateUse1, as torch.Stream(device_type=...) takes it
+_PRIVATE_EXPORTS = ("_lazy_init", "_is_in_bad_fork", "_exchange_device", "_maybe_exchange_device")  # torch.cuda's too
+_registered: dict[str, "DeviceModule"] = {}  # device type -> the module behind torch.<device type>
+
+
+def register(backend: Any) -> types.ModuleType:
+    """`backend`'s device module, kept for `registered`, as the namespace torch.<device type> becomes."""
+    module = DeviceModule(backend)
+    _registered[module.type] = module
+    return module.namespace()
+
+
+def registered(device_type: str) -> "DeviceModule | None":
+    """The DeviceModule behind torch.<device_type>, when the binding registered it."""
+    return _registered.get(device_type)
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,18 @@ class DeviceModule:
         if index >= 0:
             self._ext().set_device(index)
 
+    def _exchange_device(self, index: int) -> int:  # torch.cuda's: Dynamo's device guard calls it
+        if index < 0:
+            return -1
+        previous = self.current_device()
+        if index != previous:
+            self.set_device(index)
+        return previous
+
+    def _maybe_exchange_device(self, index: int) -> int:
+        # A function of its own, not an alias: Dynamo keys its handlers by function.
+        return self._exchange_device(index)
+
     def synchronize(self, device: Device = None) -> None:
         self._ext().synchronize(self._index(device))
 
@@ -124,6 +150,12 @@ class DeviceModule:
 
     def empty_cache(self) -> None:
         """Nothing is cached: blocks go back to the runtime when freed."""
+
+    # -- host kernels ----------------------------------------------------------------------------
+    def host_launches(self, device: Device = None) -> int:
+        """How many host kernels the runtime's launch_host has run on the device: torch's CPU kernels of the
+        backend's host_kernels() ops, and the C++ kernels torch.compile generates."""
+        return self._ext().host_launches(self._index(device))
 
     # -- random numbers: each device's own generator (csrc/hooks.cpp) ---------------------------------
     def manual_seed(self, seed: int) -> None:
@@ -193,7 +225,7 @@ class DeviceModule:
     def exports(self) -> dict[str, Any]:
         names = [name for name in dir(self) if not name.startswith("__") and name not in ("backend", "type", "exports")]
         return {name: getattr(self, name) for name in names
-                if not name.startswith("_") or name in ("_lazy_init", "_is_in_bad_fork")}
+                if not name.startswith("_") or name in _PRIVATE_EXPORTS}
 
     def namespace(self) -> types.ModuleType:
         module = types.ModuleType(f"torch.{self.type}", f"torchplug device module for '{self.type}' (its own runtime)")

@@ -1,7 +1,8 @@
-"""Dynamo's view of an emulated device: a DeviceInterface over its torchplug device module.
+"""Dynamo's view of a host-memory device: a DeviceInterface over its torchplug device module.
 
 torch's own interfaces for cuda, xpu and mps cannot serve a CPU build (no raw streams, no MPS
-core count), and a new PrivateUse1 name has none, so every emulated type gets this one.
+core count), and a new PrivateUse1 name has none, so every device type a host-memory target
+serves (emulated, or with its own runtime's launch_host) gets this one.
 """
 
 from typing import Any
@@ -10,15 +11,17 @@ import torch
 from torch._dynamo.device_interface import DeviceInterface
 
 
-def register_interface(module: Any, triton_capable: bool = False, capability: int | None = None) -> None:
-    """Make Dynamo and Inductor reach the emulated device `module` (a DeviceModule) through our interface.
+def register_interface(module: Any, refused_dtypes: frozenset[torch.dtype], triton_capable: bool = False,
+                       capability: int | None = None) -> None:
+    """Make Dynamo and Inductor reach the device `module` (the object behind torch.<device>, with torch.cuda's
+    names) through our interface; the device lacks `refused_dtypes`.
 
     `triton_capable` is True in fidelity mode, where Inductor generates Triton for the device, and
     `capability` the compute capability Triton's heuristics see there (the device module reports none).
     """
     from torch._dynamo.device_interface import get_registered_device_interfaces, register_interface_for_device
 
-    interface = interface_for(module, triton_capable, capability)
+    interface = interface_for(module, refused_dtypes, triton_capable, capability)
     # torch fills its built-in interfaces lazily, overwriting cuda/xpu/mps: let it, then replace.
     dict(get_registered_device_interfaces())
     register_interface_for_device(module.type, interface)
@@ -26,10 +29,11 @@ def register_interface(module: Any, triton_capable: bool = False, capability: in
         register_interface_for_device(f"{module.type}:{index}", interface)
 
 
-def interface_for(module: Any, triton_capable: bool = False, capability: int | None = None) -> type[DeviceInterface]:
-    """A DeviceInterface class serving the emulated device module `module` (a DeviceModule)."""
+def interface_for(module: Any, refused_dtypes: frozenset[torch.dtype], triton_capable: bool = False,
+                  capability: int | None = None) -> type[DeviceInterface]:
+    """A DeviceInterface class serving the device module `module`."""
 
-    class EmulatedInterface(DeviceInterface):
+    class HostMemoryInterface(DeviceInterface):
         device = module.device
         Stream = module.Stream
         Event = module.Event
@@ -76,11 +80,11 @@ def interface_for(module: Any, triton_capable: bool = False, capability: int | N
 
         @staticmethod
         def is_bf16_supported(including_emulation: bool = False) -> bool:
-            return torch.bfloat16 not in module.emulated.refused_dtypes
+            return torch.bfloat16 not in refused_dtypes
 
         @classmethod
         def is_dtype_supported(cls, dtype: torch.dtype, including_emulation: bool = False) -> bool:
-            return dtype not in module.emulated.refused_dtypes
+            return dtype not in refused_dtypes
 
         @staticmethod
         def is_triton_capable(device: torch.types.Device = None) -> bool:
@@ -90,5 +94,5 @@ def interface_for(module: Any, triton_capable: bool = False, capability: int | N
         def is_gpu() -> bool:  # torch >= 2.15 builds Inductor's GPU_TYPES from it; earlier releases never ask
             return triton_capable  # fidelity mode generates GPU (Triton) code; the host target is host memory
 
-    EmulatedInterface.__name__ = EmulatedInterface.__qualname__ = f"Emulated{module.type.capitalize()}Interface"
-    return EmulatedInterface
+    HostMemoryInterface.__name__ = HostMemoryInterface.__qualname__ = f"HostMemory{module.type.capitalize()}Interface"
+    return HostMemoryInterface

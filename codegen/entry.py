@@ -17,6 +17,8 @@ _ENTRY_MODULE = "torch._inductor.compile_fx"
 _ENTRY_POINTS = ("compile_fx", "compile_fx_inner")
 _lock = threading.RLock()
 _armed: list[Any] = []  # backends whose targets are not installed yet
+_installed: set[str] = set()  # device types with an installed target
+_refused: dict[str, str] = {}  # device type -> why its target cannot serve torch.compile here
 _hooked = False
 _streams_hooked = False
 
@@ -44,9 +46,27 @@ def arm(backend: Any) -> None:
 def install_armed() -> None:
     with _lock:
         while _armed:
-            target = _armed.pop(0).codegen()
-            if target is not None and target.unavailable_reason() is None:
+            backend = _armed.pop(0)
+            target, device_type = backend.codegen(), backend.spec.device_type
+            if target is None:
+                continue
+            if (reason := target.unavailable_reason()) is None:
                 target.install()
+                _installed.add(device_type)
+                _refused.pop(device_type, None)
+            elif device_type not in _installed:
+                _refused[device_type] = reason
+
+
+def refuse_untargeted(example_inputs: Any) -> None:
+    """Raise, naming the device and why, when a graph's inputs live on a device whose target cannot serve
+    (rather than let Inductor fail on a device type it has no registration for)."""
+    import torch
+
+    refused = sorted({t.device.type for t in example_inputs if isinstance(t, torch.Tensor)} & _refused.keys())
+    if refused:
+        raise RuntimeError(f"torchplug: torch.compile cannot generate code for the '{refused[0]}' device: "
+                           f"{_refused[refused[0]]}")
 
 
 def _wrap_entry_points(module: ModuleType) -> None:
@@ -60,6 +80,7 @@ def _wrap_entry_points(module: ModuleType) -> None:
             if __original.__name__ == "compile_fx" and len(args) > 1:
                 from .host import compile_on_host
 
+                refuse_untargeted(args[1])
                 return compile_on_host(__original, *args, **kwargs)
             return __original(*args, **kwargs)
 

@@ -20,7 +20,7 @@ from .. import warn
 from ..entrypoints import TritonArch, loaded_backend
 from ..entrypoints.extensions import call
 from ..entrypoints.torch_devices import torch_device_type
-from .emulated import EmulatedTarget
+from .host_memory import HostMemoryTarget
 
 VERSION = 1
 MODE_VARIABLE = "TORCHPLUG_EMULATE_INDUCTOR"
@@ -61,7 +61,7 @@ def interpret_if_requested(backend: Any) -> None:
         interpreter.enable()
 
 
-class TritonInterpreterTarget(EmulatedTarget):
+class TritonInterpreterTarget(HostMemoryTarget):
     name = "triton-interpreter (emulated; slow, for small tests)"
 
     def __init__(self, backend_name: str, device_type: str, arch: TritonArch) -> None:
@@ -89,15 +89,16 @@ class TritonInterpreterTarget(EmulatedTarget):
 
         from .device_interface import register_interface
         from .patches import add_interpreted_device
-        from .wrapper import InterpretedWrapperCodegen
+        from .wrapper import interpreted_wrapper
 
         interpreter = self._interpreter()
         interpreter.enable()
         interpreter.install_libdevice()
         arch = self.arch.arch
         add_interpreted_device(self.device_type, _stand_in_driver(module, self.arch.backend, arch, self.arch.warp_size))
-        register_interface(module, triton_capable=True, capability=arch if isinstance(arch, int) else None)
-        return TritonScheduling, InterpretedWrapperCodegen, None
+        register_interface(module, self.refused_dtypes(), triton_capable=True,
+                           capability=arch if isinstance(arch, int) else None)
+        return TritonScheduling, interpreted_wrapper(self.launcher()), None
 
 
 def _stand_in_driver(module: Any, backend: str, arch: int | str, warp_size: int) -> Any:

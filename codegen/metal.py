@@ -10,13 +10,13 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from .emulated import EmulatedTarget
+from .host_memory import HostMemoryTarget
 
 VERSION = 1
 captured: list[Path] = []  # the Metal sources kept in this process, in order
 
 
-class MetalCaptureTarget(EmulatedTarget):
+class MetalCaptureTarget(HostMemoryTarget):
     name = "metal-capture (emulated; codegen only, Metal cannot run here)"
     runs_kernels = False
 
@@ -31,11 +31,11 @@ class MetalCaptureTarget(EmulatedTarget):
 
         from .device_interface import register_interface
         from .patches import replace_metal_compiler
-        from .wrapper import InterpretedWrapperCodegen
+        from .wrapper import interpreted_wrapper
 
-        register_interface(module)
+        register_interface(module, self.refused_dtypes())
         replace_metal_compiler(runtime_utils, capture_metal_source)
-        return MetalScheduling, InterpretedWrapperCodegen, None
+        return MetalScheduling, interpreted_wrapper(self.launcher()), None
 
 
 def capture_metal_source(source: str) -> Any:

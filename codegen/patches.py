@@ -72,13 +72,18 @@ def patch_dynamo_streams(dynamo: ModuleType) -> None:
     types share a process while torch has one accelerator: ask the device's own module instead."""
     from torch._dynamo import utils
 
-    from ..emulation.hooks import device_module
+    from ..entrypoints.extensions import call
+    from .provider import providing
 
     _require(utils, "get_current_stream")
     original = utils.get_current_stream
+    modules: dict[str, Any] = {}  # device type -> the device module a runtime part provides, or None
 
     def get_current_stream(device: torch.device) -> torch.Stream:
-        module = device_module(device.type)
+        if device.type not in modules:
+            backend = providing(device.type)
+            modules[device.type] = None if backend is None else call("device_module", backend)
+        module = modules[device.type]
         return original(device) if module is None else module.current_stream(device)
 
     # Compiled code calls this on entry, from guards too: Dynamo must not evaluate its own frames.

@@ -3,6 +3,8 @@
 import threading
 
 from ..entrypoints.compile_target import CodegenTarget
+from ..entrypoints.extensions import call
+from ..entrypoints.torch_devices import torch_device_type
 
 _lock = threading.Lock()
 _targets: dict[str, CodegenTarget | None] = {}  # by backend name: one target per process
@@ -11,7 +13,8 @@ _targets: dict[str, CodegenTarget | None] = {}  # by backend name: one target pe
 def target_for(backend) -> CodegenTarget | None:
     """The target torch.compile uses for `backend` (a torchplug Backend), or None when it has none.
 
-    Native devices keep torch's own target; every emulated device type shares the host target.
+    Native devices keep torch's own target; every emulated device type shares the host target, and so
+    does a new device type whose runtime part runs host code on its memory (a `host_launcher`).
     """
     name = backend.spec.name
     with _lock:
@@ -35,6 +38,10 @@ def _choose(backend) -> CodegenTarget | None:
 
         return HostCppTarget(device_type)
     if mode == "native":
+        if torch_device_type(device_type) is None and call("host_launcher", backend) is not None:
+            from .host import HostCppTarget  # torch has no codegen for the new device type: ours runs there
+
+            return HostCppTarget(device_type)
         from .native import NativeTarget
 
         return NativeTarget(device_type)

@@ -1,10 +1,11 @@
-"""Inductor's Python wrappers for emulated devices: buffers on the device, kernels without streams.
+"""Inductor's Python wrappers for host-memory devices: buffers on the device, kernels without streams.
 
-An emulated device's memory is host memory. The host target calls Inductor's C++ kernels with host
-pointers (`HostWrapperCodegen`); the fidelity mode calls Inductor's Triton kernels, which run under
-Triton's interpreter (`InterpretedWrapperCodegen`). Both launch them through the emulated runtime's
-`launch_host_kernel`, so that a CUDA graph capture records them. Both allocate through torch's dispatcher:
-torch's fast paths (`empty_strided_cuda`, ...) would ask a CPU-only torch for real GPU memory.
+The host target calls Inductor's C++ kernels with the device's pointers (`host_wrapper`); the
+fidelity mode calls Inductor's Triton kernels, which run under Triton's interpreter
+(`interpreted_wrapper`). Both launch each kernel through the device's launcher (a HostLauncher,
+from the extension points): an emulated device's records it while a CUDA graph captures, a runtime's
+runs it inside the runtime's launch_host window. Both allocate through torch's dispatcher: torch's
+fast paths (`empty_strided_cuda`, ...) would ask a CPU-only torch for real GPU memory.
 """
 
 import functools
@@ -14,6 +15,8 @@ from typing import Any
 
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
+
+from ..entrypoints.compile_target import HostLauncher
 
 
 class _DeviceAllocation:
@@ -29,12 +32,13 @@ class _DeviceAllocation:
 
 
 class _RuntimeLaunches(_DeviceAllocation):
-    """Kernels are launched through the emulated runtime's `launch_host_kernel`, which records them
-    while a CUDA graph captures (emulation/graph_capture.py) and otherwise just calls them."""
+    """Kernels are launched through the device's launcher, imported as `launch_host_kernel`."""
+
+    launcher: HostLauncher  # set on the classes `_wrapper_classes` makes
 
     def write_header(self) -> None:
         super().write_header()
-        self.imports.splice("from torchplug.emulation.graph_capture import launch_host_kernel")
+        self.imports.splice(f"from {self.launcher.module} import {self.launcher.name} as launch_host_kernel")
 
 
 class _HostKernelCalls(_RuntimeLaunches):
@@ -79,9 +83,9 @@ def _writes(arg_type: Any) -> bool:
     return text.endswith("*") and not text.startswith("const ")
 
 
-def _wrapper_classes(mixin: type, name: str) -> type:
-    """A top-level wrapper class with `mixin`, whose subgraphs (control flow) get the mixin too."""
-    subgraph = type(f"{name}Subgraph", (mixin, SubgraphPythonWrapperCodegen), {})
+def _wrapper_classes(mixin: type, name: str, launcher: HostLauncher) -> type:
+    """A top-level wrapper class with `mixin` and `launcher`, whose subgraphs (control flow) get them too."""
+    subgraph = type(f"{name}Subgraph", (mixin, SubgraphPythonWrapperCodegen), {"launcher": launcher})
 
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
                partition_signatures: Any = None) -> PythonWrapperCodegen:
@@ -89,12 +93,20 @@ def _wrapper_classes(mixin: type, name: str) -> type:
             return subgraph(subgraph_name, parent_wrapper, partition_signatures)
         return top()
 
-    top = type(name, (mixin, PythonWrapperCodegen), {"create": staticmethod(create)})
+    top = type(name, (mixin, PythonWrapperCodegen), {"create": staticmethod(create), "launcher": launcher})
     return top
 
 
-HostWrapperCodegen = _wrapper_classes(_HostKernelCalls, "HostWrapperCodegen")
-InterpretedWrapperCodegen = _wrapper_classes(_InterpretedKernelCalls, "InterpretedWrapperCodegen")
+@functools.cache
+def host_wrapper(launcher: HostLauncher) -> type:
+    """The host target's wrapper codegen: C++ kernels, each launched through `launcher`."""
+    return _wrapper_classes(_HostKernelCalls, "HostWrapperCodegen", launcher)
+
+
+@functools.cache
+def interpreted_wrapper(launcher: HostLauncher) -> type:
+    """The fidelity mode's wrapper codegen: interpreted Triton kernels, each launched through `launcher`."""
+    return _wrapper_classes(_InterpretedKernelCalls, "InterpretedWrapperCodegen", launcher)
 
 
 @functools.cache

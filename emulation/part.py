@@ -3,14 +3,14 @@
 Declared in torchplug's ``torchplug.extensions`` entry points. Without the variable it only adds
 the "torchplug can emulate this device" hint to torch's error, and imports nothing else. The other
 runtime parts never import emulation: they ask these extension points (`device_mode`, `device_memory`,
-`ready`, `triton_interpreter`) through the contract.
+`ready`, `device_module`, `host_launcher`, `triton_interpreter`) through the contract.
 """
 
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from ..entrypoints import STANDARD_DTYPES, DeviceMemory, DeviceMode, DeviceStatus, RuntimePart
+from ..entrypoints import STANDARD_DTYPES, DeviceMemory, DeviceMode, DeviceStatus, HostLauncher, RuntimePart
 from .config import emulation_requested
 
 
@@ -64,3 +64,16 @@ class Emulation(RuntimePart):
         from . import triton_interpreter
 
         return triton_interpreter
+
+    def device_module(self, backend: Any) -> Any:
+        if self.device_mode(backend) != "emulated":
+            return None
+        from .hooks import device_module
+
+        return device_module(backend.spec.device_type)
+
+    def host_launcher(self, backend: Any) -> HostLauncher | None:
+        # Host memory: kernels just run, and are recorded while a CUDA graph captures.
+        if self.device_mode(backend) != "emulated":
+            return None
+        return HostLauncher("torchplug.emulation.graph_capture", "launch_host_kernel", "emulated")

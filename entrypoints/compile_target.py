@@ -2,6 +2,7 @@
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
+from dataclasses import dataclass
 
 
 class CodegenTarget(ABC):
@@ -29,3 +30,21 @@ class CodegenTarget(ABC):
         """The line `torchplug list` prints, e.g. "inductor: host-cpp (emulated)"."""
         reason = self.unavailable_reason()
         return f"inductor: {self.name}" if reason is None else f"inductor: none — {reason}"
+
+
+@dataclass(frozen=True)
+class HostLauncher:
+    """How code torch.compile generates for the host runs on a device: the wrapper Inductor writes
+    imports `name` from `module` and launches each host (C++) kernel as
+    ``name(kernel, kernel_name, writes, *args)``, where `writes` are the indices of the arguments the
+    kernel writes (None: unknown). A device whose memory the host reaches only inside its runtime's
+    launch window runs the kernel there; an emulated device records it while a CUDA graph captures.
+
+    `label` says where the kernels run, for `torchplug list` ("emulated", "launch_host").
+    `unavailable_reason` is None when the device can run host kernels, else why not and the fix.
+    """
+
+    module: str
+    name: str
+    label: str
+    unavailable_reason: str | None = None

@@ -53,6 +53,12 @@ HOOKS: dict[str, HookSpec] = {spec.name: spec for spec in (
              "before kernels are installed at the backend's dispatch key: start the runtime that registers its own "
              "kernels there first"),
     HookSpec("codegen", ("backend",), "first", "the backend's torch.compile target when this part chooses it"),
+    HookSpec("device_module", ("backend",), "first",
+             "the object behind torch.<device> (torch.cuda's names) when this part provides the backend's device; "
+             "else None. torch.compile's host-memory targets build Dynamo's device interface over it"),
+    HookSpec("host_launcher", ("backend",), "first",
+             "a HostLauncher (entrypoints/compile_target.py) when this part runs host code on the backend's device "
+             "memory: torch.compile then runs Inductor's C++ kernels there through it; else None"),
     HookSpec("triton_interpreter", ("backend",), "first",
              "how Triton kernels run on the backend's device when they run under Triton's interpreter there (an "
              "object with unavailable_reason(), requested(), enable() and install_libdevice()); else None"),

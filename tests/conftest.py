@@ -57,7 +57,7 @@ COMPAT_MODULES = {
     "test_autoload", "test_versions", "test_spec", "test_emulation", "test_emulation_setup", "test_dispatcher",
     "test_compile", "test_distributed", "test_conformance", "test_emulated_training", "test_emulation_cuda_build",
     "test_cuda_fidelity_collectives", "test_cuda_graphs", "test_cuda_fidelity", "test_cuda_fidelity_results",
-    "test_cuda_inventory", "test_example_device", "test_example_device_ddp",
+    "test_cuda_inventory", "test_example_device", "test_example_device_ddp", "test_example_device_compile",
 }
 
 

@@ -23,7 +23,8 @@ def test_every_point_declares_its_arguments_and_how_results_combine():
         "setup": (("backend",), "all"), "check_environment": (("plugins",), "all"),
         "status": (("backend",), "first"), "device_mode": (("backend",), "first"),
         "device_memory": (("backend",), "first"), "ready": (("backend",), "all"),
-        "codegen": (("backend",), "first"), "triton_interpreter": (("backend",), "first")}
+        "codegen": (("backend",), "first"), "device_module": (("backend",), "first"),
+        "host_launcher": (("backend",), "first"), "triton_interpreter": (("backend",), "first")}
     assert BackendExtension is RuntimePart  # the old public name stays, deprecated
 
 

@@ -166,10 +166,9 @@ def test_no_cycle_between_modules(package):
     assert _module_cycles(Path(importlib.import_module(package).__file__).parent) == []
 
 
-# Modules outside emulation that still reach into it, each for a reason: the emulated devices' host
-# compile target and Dynamo's stream patch ask emulation for the device module it serves; conformance
-# starts the emulated runtime it checks. Everything else asks the extension points (entrypoints/extensions.py).
-EMULATION_GLUE = ("codegen/emulated.py", "codegen/patches.py", "conformance/")
+# Modules outside emulation that still reach into it, each for a reason: conformance starts the emulated
+# runtime it checks. Everything else asks the extension points (entrypoints/extensions.py).
+EMULATION_GLUE = ("conformance/",)
 
 
 def test_no_runtime_part_imports_emulation_it_asks_the_extension_points():

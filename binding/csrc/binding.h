@@ -69,6 +69,7 @@ void check_dtype(c10::ScalarType dtype);  // raises TypeError for a dtype the pl
 struct DeviceStats {
   std::atomic<int64_t> allocated{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> launches{0};  // host kernels run through launch_host
 };
 constexpr int kMaxDevices = 64;
 c10::Allocator* device_allocator();
@@ -85,7 +86,11 @@ void register_hooks();  // hooks.cpp
 bool is_pinned(const void* pointer);  // hooks.cpp: whether `pointer` lies in the runtime's pinned host memory
 at::Generator& default_generator(int32_t device);  // hooks.cpp: the device's own (-1: the current device's)
 void register_autocast();  // autocast.cpp
-// launch.cpp: `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
+// launch.cpp: run `kernel(arguments)` inside the runtime's launch_host window on `device`, ordered on its
+// current stream, and count it. Windows never nest (a runtime's window need not be re-entrant): a launch
+// from inside one raises, naming `what`.
+void launch_host(int32_t device, torchplug_host_kernel kernel, void* arguments, const std::string& what);
+// `op` ("aten::fill_.Scalar") runs its CPU kernel inside the runtime's launch_host window.
 // False (and nothing registered) where the op has a device or composite kernel already, or is no
 // dispatcher op.
 bool register_launch_kernel(const std::string& op);

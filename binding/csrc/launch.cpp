@@ -57,8 +57,7 @@ class Launch {
         c->error = std::current_exception();
       }
     };
-    const c10::Stream stream = c10::impl::getDeviceGuardImpl(kType)->getStream(*device_);
-    check(runtime().launch_host(device_->index(), stream_handle(stream), body, &call), "launch_host");
+    launch_host(device_->index(), body, &call, op_.schema().name());
     if (call.error) std::rethrow_exception(call.error);
     const size_t results = op_.schema().returns().size();
     for (size_t i = stack_->size() - results; i < stack_->size(); ++i) (*stack_)[i] = to_device((*stack_)[i]);
@@ -143,7 +142,22 @@ void launch_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Launch(op, stack).run();
 }
 
+thread_local bool in_window = false;
+
 }  // namespace
+
+void launch_host(int32_t device, torchplug_host_kernel kernel, void* arguments, const std::string& what) {
+  TORCH_CHECK(runtime().launch_host != nullptr, "torchplug: ", what, " runs inside the device runtime's launch_host, ",
+              "which this runtime does not have");
+  TORCH_CHECK(!in_window, "torchplug: ", what, " was launched from inside another host kernel's launch_host window; ",
+              "windows do not nest");
+  const c10::Stream stream = c10::impl::getDeviceGuardImpl(kType)->getStream(c10::Device(kType, device));
+  in_window = true;
+  const torchplug_status status = runtime().launch_host(device, stream_handle(stream), kernel, arguments);
+  in_window = false;
+  check(status, "launch_host");
+  ++stats(device).launches;
+}
 
 bool register_launch_kernel(const std::string& op) {
   static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);

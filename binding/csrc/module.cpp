@@ -43,6 +43,38 @@ py::dict properties(int32_t device) {
   return result;
 }
 
+// Calls `kernel(*args, **kwargs)` inside the runtime's launch_host window on `device` (torch.compile's host
+// kernels: binding/launcher.py) and returns its result, or raises its exception.
+//
+// The GIL stays held throughout. Inside a window only this thread can need it, and every other holder of the
+// runtime's lock (a malloc, free or copy; an op's host kernel, which torch's bindings launch without the GIL)
+// finishes without it; were it released while waiting for the window, a thread that frees a tensor under the
+// GIL could hold it while this one, in the window, waits for it. Python's garbage collector is off inside the
+// window: a collection could free device memory there, and the runtime's lock is not re-entrant. (So `kernel`
+// must not release the GIL itself; Inductor's C++ kernels run without running Python.)
+py::object launch_python(int32_t device, const py::object& kernel, const py::tuple& args, const py::object& kwargs) {
+  struct Call {
+    PyObject* kernel;
+    PyObject* args;
+    PyObject* kwargs;
+    PyObject* result;  // NULL with the Python error set when the kernel raised
+  } call{kernel.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr(), nullptr};
+  const torchplug_host_kernel run = [](void* arguments) {
+    auto* c = static_cast<Call*>(arguments);
+    c->result = PyObject_Call(c->kernel, c->args, c->kwargs);  // a C call: nothing crosses the runtime's frame
+  };
+  const int collecting = PyGC_Disable();
+  try {
+    launch_host(device, run, &call, "a torch.compile host kernel");
+  } catch (...) {
+    if (collecting) PyGC_Enable();
+    throw;
+  }
+  if (collecting) PyGC_Enable();
+  if (call.result == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(call.result);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -54,6 +86,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("synchronize", [](int32_t device) { check(runtime().synchronize(device), "synchronize"); });
   m.def("properties", &properties);
   m.def("register_launch_kernel", &register_launch_kernel, "run `op`'s CPU kernel inside the runtime's launch_host");
+  m.def("launch_host", &launch_python, "kernel(*args, **kwargs) inside the runtime's launch_host window on `device`");
+  m.def("host_launches", [](int32_t device) { return stats(device).launches.load(); });
   // Random numbers: each device's default generator (hooks.cpp).
   m.def("manual_seed", [](int32_t device, uint64_t seed) {
     at::Generator& generator = default_generator(device);

@@ -119,7 +119,8 @@ typedef struct torchplug_device_runtime {
 
   /* Optional: run `kernel(arguments)` on the host with the device memory it reads accessible to it,
    * ordered on `stream` and finished when it returns. A device whose memory the host can map offers it
-   * so that host-compiled code (torch.compile's C++ target) can run on device tensors. */
+   * so that host-compiled code (torch.compile's C++ target) can run on device tensors. torchplug never
+   * calls it from inside a kernel it runs, nor calls another entry there: it need not be re-entrant. */
   torchplug_status (*launch_host)(int32_t device, torchplug_stream stream, torchplug_host_kernel kernel,
                                   void* arguments);
 } torchplug_device_runtime;

@@ -1,9 +1,13 @@
-"""EmulatedTarget: the steps every compile target for an emulated device takes to install itself.
+"""HostMemoryTarget: the steps every compile target for a device whose memory Inductor's kernels reach
+from the host takes to install itself: an emulated device (host memory), or a device whose runtime runs
+host code on its memory (launch_host).
 
 Inductor learns a device type from four registrations: Dynamo's device interface, a scheduling
 (which kernels it generates), a wrapper codegen (the Python that calls them) with the target's
 pass carrying its `uuid()` into the cache key, and device op overrides (the wrapper's device and
 stream snippets). A target supplies its scheduling and wrapper from `prepare()`; the rest is here.
+What the device itself provides (the module behind torch.<device>, how its host kernels launch) is
+asked through the extension points, of the runtime part that provides the device.
 """
 
 import threading
@@ -11,13 +15,16 @@ from collections.abc import Hashable
 from textwrap import dedent
 from typing import Any
 
-from ..entrypoints.compile_target import CodegenTarget
+from ..entrypoints import STANDARD_DTYPES
+from ..entrypoints.compile_target import CodegenTarget, HostLauncher
+from ..entrypoints.extensions import call
+from .provider import providing
 
 _lock = threading.Lock()
 
 
-class EmulatedTarget(CodegenTarget):
-    """One emulated device type's target. Subclasses implement `prepare` and `uuid`."""
+class HostMemoryTarget(CodegenTarget):
+    """One device type's target. Subclasses implement `prepare` and `uuid`."""
 
     def __init__(self, device_type: str) -> None:
         self.device_type = device_type
@@ -29,12 +36,32 @@ class EmulatedTarget(CodegenTarget):
         return unsupported_reason()
 
     def prepare(self, module: Any) -> tuple[Any, Any, Any]:
-        """Patch what this target needs and register Dynamo's interface for the device `module`;
-        return (scheduling, wrapper codegen, C++ wrapper codegen or None) for Inductor."""
+        """Patch what this target needs and register Dynamo's interface for the device `module` (the object
+        behind torch.<device>); return (scheduling, wrapper codegen, C++ wrapper codegen or None) for Inductor."""
         raise NotImplementedError
 
     def uuid(self) -> Hashable:
         raise NotImplementedError
+
+    def backend(self) -> Any:
+        """The loaded backend whose device this is (`providing`)."""
+        found = providing(self.device_type)
+        if found is None:
+            raise RuntimeError(f"torchplug: no loaded plugin provides the '{self.device_type}' device (emulated or "
+                               "with its own runtime), so torch.compile has nothing to target there")
+        return found
+
+    def launcher(self) -> HostLauncher:
+        """How the device's generated wrapper launches host kernels (the device's `host_launcher`)."""
+        found = call("host_launcher", self.backend())
+        if found is None:
+            raise RuntimeError(f"torchplug: no runtime part says how host kernels launch on the "
+                               f"'{self.device_type}' device (extension point host_launcher)")
+        return found
+
+    def refused_dtypes(self) -> frozenset[Any]:
+        """The standard dtypes the device lacks: Inductor is told it does not support them."""
+        return STANDARD_DTYPES - self.backend().spec.dtypes
 
     def install(self) -> None:
         with _lock:
@@ -42,10 +69,9 @@ class EmulatedTarget(CodegenTarget):
                 return
             from torch._inductor.codegen import common
 
-            from ..emulation.hooks import device_module
             from .passes import TargetPass
 
-            scheduling, wrapper, cpp_wrapper = self.prepare(device_module(self.device_type))
+            scheduling, wrapper, cpp_wrapper = self.prepare(call("device_module", self.backend()))
             common.register_backend_for_device(self.device_type, scheduling, wrapper, cpp_wrapper,
                                                device_custom_pass=TargetPass(self))
             # torch registers its own cuda/xpu/mps overrides when first asked: let it, then replace.
@@ -55,7 +81,7 @@ class EmulatedTarget(CodegenTarget):
 
 
 def host_op_overrides(device_type: str) -> Any:
-    """The snippets Inductor's Python wrapper writes for device and stream handling on an emulated device."""
+    """The snippets Inductor's Python wrapper writes for device and stream handling on a host-memory device."""
     from torch._inductor.codegen.common import DeviceOpOverrides
 
     class HostDeviceOpOverrides(DeviceOpOverrides):
