@@ -82,6 +82,8 @@ def _configure(ext: ModuleType, a: EmulatedDevices) -> None:
 
         late_kernels.watch(ext, a.dispatch_key)  # before configure adopts what is there: nothing slips between
     ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend, adopt_native=adopt_native)
+    shape = a.shape
+    ext.set_device_properties(a.dispatch_key, a.device_name, shape.compute_units, *shape.capability, shape.warp_size)
     if a.dispatch_key == PRIVATEUSE1.dispatch_key:
         ext.register_privateuse1_hooks()
     namespace = getattr(torch, a.device_type, None)

@@ -15,6 +15,7 @@ and version check (`load_runtime`), the `DeviceRuntime` protocol documenting eac
 import ctypes
 import enum
 import functools
+import hashlib
 import os
 import threading
 from collections.abc import Iterable
@@ -30,6 +31,11 @@ SYMBOL = "torchplug_device_runtime_v1"
 def include_dir() -> Path:
     """The folder to pass as ``-I`` when compiling a runtime against device_runtime.h."""
     return Path(__file__).resolve().parent / "include"
+
+
+def header_digest() -> str:
+    """16 hex digits of device_runtime.h's content: extensions built against it put it in their build flags."""
+    return hashlib.sha256((include_dir() / "torchplug" / "device_runtime.h").read_bytes()).hexdigest()[:16]
 
 
 class Status(enum.IntEnum):
