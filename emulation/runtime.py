@@ -16,6 +16,7 @@ from types import ModuleType
 import torch
 
 from .. import TorchplugWarning, warn
+from ..entrypoints.device_runtime import LoadedRuntime
 from ..entrypoints.torch_devices import CUDA, PRIVATEUSE1, by_dispatch_key
 from .emulated import EmulatedDevices, emulated_devices
 from .config import current
@@ -64,6 +65,16 @@ def ensure() -> ModuleType:
             _failure = err
             raise
         return _ext
+
+
+def host_runtime(device_type: str) -> LoadedRuntime:
+    """Emulation's host-memory runtime for `device_type` (an emulated torch device type), as the contract's
+    Python mirror: the table (torchplug/device_runtime.h) that emulation's allocator, guard and copies call."""
+    devices = emulated_devices().get(device_type)
+    if devices is None:
+        raise ValueError(f"{device_type!r} is not emulated in this process (emulated: "
+                         f"{', '.join(emulated_devices()) or 'none'}); set TORCHPLUG_EMULATE before importing torch")
+    return LoadedRuntime.at_address(f"emulated {device_type}", extension().runtime_table(devices.dispatch_key))
 
 
 def before_configure(dispatch_key: str, callback: Callable[[], None]) -> None:

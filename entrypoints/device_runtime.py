@@ -143,8 +143,16 @@ class DeviceRuntime(Protocol):
 class LoadedRuntime:
     """A runtime library whose table passed the version check; calls raise DeviceRuntimeError."""
 
-    def __init__(self, plugin: str, library: ctypes.CDLL, table: "ctypes._Pointer[RuntimeTable]") -> None:
+    def __init__(self, plugin: str, library: ctypes.CDLL | None, table: "ctypes._Pointer[RuntimeTable]") -> None:
         self.plugin, self.library, self.table = plugin, library, table
+
+    @classmethod
+    def at_address(cls, plugin: str, address: int) -> "LoadedRuntime":
+        """A table already in this process (e.g. emulation's host runtime, whose module gives its address),
+        version-checked as a loaded library's is. The table must live as long as the process."""
+        table = ctypes.cast(address, ctypes.POINTER(RuntimeTable))
+        _check_table(plugin, f"the table at {address:#x}", table.contents)
+        return cls(plugin, None, table)
 
     @property
     def address(self) -> int:
