@@ -125,29 +125,40 @@ def devices(s: _Session) -> str:
 
 
 def current_device_per_thread(s: _Session) -> str:
-    count = s.device_count()
-    if s.current() != 0:
-        raise _Failed("get_device", f"reports device {s.current()} before any set_device; the current device starts at 0")
-    last = count - 1
-    s.ok("set_device", last)
-    if s.current() != last:
-        raise _Failed("get_device", f"reports {s.current()} after set_device({last})")
-    seen: list[int] = []
-    other = threading.Thread(target=lambda: seen.append(s.current()))
-    other.start()
-    other.join()
-    s.ok("set_device", 0)
-    if seen != [0]:
-        raise _Failed("set_device", f"changed another thread's current device: it sees {seen[0]}, not 0")
-    return f"set_device({last}) on one thread; another still sees 0"
+    # On a thread of its own: the calling thread's current device (torch's, when a device is in use) stays.
+    last = s.device_count() - 1
+    mine = s.current()
+    seen: list[int | _Failed] = []
+
+    def other() -> None:
+        try:
+            seen.append(s.current())
+            s.ok("set_device", last)
+            seen.append(s.current())
+        except _Failed as failed:
+            seen.append(failed)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    if isinstance(seen[-1], _Failed):
+        raise seen[-1]
+    if seen[0] != 0:
+        raise _Failed("get_device", f"a new thread starts on device {seen[0]}; the current device starts at 0")
+    if seen[1] != last:
+        raise _Failed("get_device", f"reports {seen[1]} after set_device({last})")
+    if s.current() != mine:
+        raise _Failed("set_device", f"set_device({last}) on another thread moved this thread's device from {mine} "
+                                    f"to {s.current()}: the current device is per host thread")
+    return f"set_device({last}) on a new thread; this one stays on {mine}"
 
 
 def invalid_device(s: _Session) -> str:
     bad = s.device_count()
-    s.ok("set_device", 0)
+    mine = s.current()
     why = s.refuses("set_device", Status.INVALID_DEVICE, bad)
-    if s.current() != 0:
-        raise _Failed("set_device", f"a refused set_device({bad}) moved the current device to {s.current()}")
+    if s.current() != mine:
+        raise _Failed("set_device", f"a refused set_device({bad}) moved the current device from {mine} to {s.current()}")
     s.refuses("get_device_properties", Status.INVALID_DEVICE, bad, ctypes.byref(DeviceProperties()))
     s.refuses("synchronize", Status.INVALID_DEVICE, bad)
     s.refuses("malloc", Status.INVALID_DEVICE, bad, 16, ctypes.byref(ctypes.c_void_p()))
