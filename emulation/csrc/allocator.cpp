@@ -172,9 +172,10 @@ void* init_block(void* base, size_t nbytes, c10::Device charged_to, bool from_or
   return static_cast<char*>(base) + kHeaderBytes;
 }
 
-// A block of a graph's private pool. It stays inline rather than behind the runtime's malloc: a pool
-// reserves size-class blocks that outlive their charge (freed, they stay reserved for replays), which the
-// contract's malloc/free cannot express; their statistics are the same charge/refund the runtime uses.: a freed one of the same size class, or a new one it reserves.
+// A block of a graph's private pool: a freed one of the same size class, or a new one it reserves. It
+// stays here rather than behind the runtime's malloc: a pool keeps size-class blocks reserved after they
+// are freed (a graph replays into them), which the contract's malloc/free cannot express; their
+// statistics are the same charge/refund the runtime's malloc/free make.
 c10::DataPtr allocate_pool_block(size_t nbytes, c10::Device charged_to, c10::Device tagged, int64_t pool) {
   const size_t capacity = pool_block_capacity(nbytes);
   charge(charged_to, static_cast<int64_t>(nbytes));

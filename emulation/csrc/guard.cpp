@@ -12,7 +12,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-
 namespace torchplug::emulation {
 
 namespace {
