@@ -48,6 +48,11 @@ class Status(enum.IntEnum):
     INTERNAL = 6
 
 
+def status_name(status: int) -> str:
+    """The Status name of a C status code ("OUT_OF_MEMORY"), or "status N" for a code the contract lacks."""
+    return Status(status).name if status in Status._value2member_map_ else f"status {status}"
+
+
 class MemcpyKind(enum.IntEnum):
     HOST_TO_DEVICE = 0
     DEVICE_TO_HOST = 1
@@ -167,7 +172,7 @@ class LoadedRuntime:
         if status != Status.SUCCESS:
             why = self.table.contents.last_error().decode(errors="replace")
             raise DeviceRuntimeError(f"plugin {self.plugin!r}: its runtime's {entry} failed with "
-                                     f"{Status(status).name if status in Status._value2member_map_ else status}: {why}")
+                                     f"{status_name(status)}: {why}")
 
     def device_count(self) -> int:
         count = ctypes.c_int32()

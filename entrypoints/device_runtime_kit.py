@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .device_runtime import HOST_KERNEL, DeviceProperties, LoadedRuntime, MemcpyKind, Status
+from .device_runtime import HOST_KERNEL, DeviceProperties, LoadedRuntime, MemcpyKind, Status, status_name
 
 PATTERN_BYTES = 4099  # odd, so a copy that rounds to words or pages drops or adds bytes visibly
 
@@ -57,7 +57,7 @@ class _Session:
     def ok(self, entry: str, *args: object) -> None:
         status = self.status(entry, *args)
         if status != Status.SUCCESS:
-            raise _Failed(entry, f"returned {_name(status)} ({self.last_error()!r})")
+            raise _Failed(entry, f"returned {status_name(status)} ({self.last_error()!r})")
 
     def last_error(self) -> str:
         return (self.table.last_error() or b"").decode(errors="replace")
@@ -66,7 +66,7 @@ class _Session:
         """Calls `entry` expecting `expected`, with a non-empty last_error(); returns that error."""
         status = self.status(entry, *args)
         if status != expected:
-            raise _Failed(entry, f"returned {_name(status)} where the contract wants {expected.name}")
+            raise _Failed(entry, f"returned {status_name(status)} where the contract wants {expected.name}")
         why = self.last_error()
         if not why:
             raise _Failed("last_error", f"is empty after {entry} returned {expected.name}; it must say why")
@@ -100,10 +100,6 @@ class _Session:
     def write(self, device_pointer: int, data: bytes) -> None:
         host = ctypes.create_string_buffer(data, len(data))
         self.ok("memcpy", device_pointer, ctypes.addressof(host), len(data), MemcpyKind.HOST_TO_DEVICE)
-
-
-def _name(status: int) -> str:
-    return Status(status).name if status in Status._value2member_map_ else f"status {status}"
 
 
 def _pattern(nbytes: int, seed: int) -> bytes:
@@ -163,6 +159,13 @@ def invalid_device(s: _Session) -> str:
     s.refuses("synchronize", Status.INVALID_DEVICE, bad)
     s.refuses("malloc", Status.INVALID_DEVICE, bad, 16, ctypes.byref(ctypes.c_void_p()))
     s.refuses("set_device", Status.INVALID_DEVICE, -1)
+    why = s.refuses("set_device", Status.INVALID_DEVICE, bad)
+    theirs: list[str] = []
+    thread = threading.Thread(target=lambda: theirs.append(s.last_error()))
+    thread.start()
+    thread.join()
+    if theirs == [why]:
+        raise _Failed("last_error", f"a thread that never failed reads another thread's error {why!r}: it is per thread")
     return f"device {bad} refused: {why}"
 
 

@@ -45,7 +45,9 @@ def test_the_example_device_runtime_meets_the_contract(tmp_path):
     ("vsnprintf(error, sizeof(error), format, args);", "(void)format;", "last_error"),
     # a refused device index that still becomes the current device
     (_REFUSAL + "\n  current = device;", "  current = device;\n" + _REFUSAL, "set_device"),
-], ids=["memcpy drops a byte", "empty last_error", "set_device keeps a refused index"])
+    # one error text for every thread
+    ("static __thread char error[512]", "static char error[512]", "last_error"),
+], ids=["memcpy drops a byte", "empty last_error", "set_device keeps a refused index", "last_error not per thread"])
 def test_the_kit_rejects_a_broken_runtime_naming_the_entry(tmp_path, old, new, entry):
     from torchplug.entrypoints.device_runtime_kit import ContractViolation, assert_conforms
 
