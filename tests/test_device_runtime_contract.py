@@ -77,6 +77,12 @@ def test_emulations_host_runtime_meets_the_contract_and_reports_what_torch_repor
     theirs = getattr(torch, "{device}").get_device_properties(1)
     out["properties"] = [[props.name.decode(), theirs.name], [props.total_memory, theirs.total_memory],
                          [props.multi_processor_count, theirs.multi_processor_count], [props.warp_size, theirs.warp_size]]
+    # torch's current device and new streams are the table's: the guard calls it, it keeps no copy
+    assert table.set_device(1) == Status.SUCCESS
+    out["current"] = [getattr(torch, "{device}").current_device(), torch.empty(1, device="{device}").device.index]
+    created = ctypes.c_void_p()
+    assert table.stream_create(ctypes.byref(created), 0) == Status.SUCCESS
+    out["streams"] = [created.value, getattr(torch, "{device}").Stream().stream_id]
     print(json.dumps(out))
     """.format(device=device), TORCHPLUG_EMULATE=device, TORCHPLUG_EMULATE_DEVICES="2").stdout.splitlines()[-1])
     assert out["name"] == f"torchplug emulation (host memory) as {device}"
@@ -84,6 +90,8 @@ def test_emulations_host_runtime_meets_the_contract_and_reports_what_torch_repor
     assert "2 device(s)" in out["findings"][0][2]
     for ours, torchs in out["properties"]:
         assert ours == torchs
+    assert out["current"] == [1, 1]
+    assert out["streams"][1] == out["streams"][0] + 1
 
 
 def test_emulations_table_is_the_memory_torch_allocates_and_counts():
