@@ -132,9 +132,9 @@ def _preload_runtime() -> Any:
     """A cached build of the runtime, loaded but not configured, or None; never compiles or raises."""
     try:
         from ..extension import load_cached
-        from .build import NAME, sources
+        from .build import NAME, cflags, sources
 
-        return load_cached(NAME, sources())
+        return load_cached(NAME, sources(), cflags())
     except Exception:  # the first device use builds it, or reports why it cannot
         return None
 

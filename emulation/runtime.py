@@ -16,6 +16,7 @@ from types import ModuleType
 import torch
 
 from .. import TorchplugWarning, warn
+from ..entrypoints.device_runtime import LoadedRuntime
 from ..entrypoints.torch_devices import CUDA, PRIVATEUSE1, by_dispatch_key
 from .emulated import EmulatedDevices, emulated_devices
 from .config import current
@@ -66,6 +67,16 @@ def ensure() -> ModuleType:
         return _ext
 
 
+def host_runtime(device_type: str) -> LoadedRuntime:
+    """Emulation's host-memory runtime for `device_type` (an emulated torch device type), as the contract's
+    Python mirror: the table (torchplug/device_runtime.h) that emulation's allocator, guard and copies call."""
+    devices = emulated_devices().get(device_type)
+    if devices is None:
+        raise ValueError(f"{device_type!r} is not emulated in this process (emulated: "
+                         f"{', '.join(emulated_devices()) or 'none'}); set TORCHPLUG_EMULATE before importing torch")
+    return LoadedRuntime.at_address(f"emulated {device_type}", extension().runtime_table(devices.dispatch_key))
+
+
 def before_configure(dispatch_key: str, callback: Callable[[], None]) -> None:
     """Run `callback` just before the C++ runtime takes `dispatch_key` over (hooks.py drops its stub then)."""
     _before_configure[dispatch_key] = callback
@@ -82,6 +93,8 @@ def _configure(ext: ModuleType, a: EmulatedDevices) -> None:
 
         late_kernels.watch(ext, a.dispatch_key)  # before configure adopts what is there: nothing slips between
     ext.configure(a.dispatch_key, a.count, list(a.capacities), refused, a.backend, adopt_native=adopt_native)
+    shape = a.shape
+    ext.set_device_properties(a.dispatch_key, a.device_name, shape.compute_units, *shape.capability, shape.warp_size)
     if a.dispatch_key == PRIVATEUSE1.dispatch_key:
         ext.register_privateuse1_hooks()
     namespace = getattr(torch, a.device_type, None)

@@ -15,6 +15,7 @@ and version check (`load_runtime`), the `DeviceRuntime` protocol documenting eac
 import ctypes
 import enum
 import functools
+import hashlib
 import os
 import threading
 from collections.abc import Iterable
@@ -32,6 +33,11 @@ def include_dir() -> Path:
     return Path(__file__).resolve().parent / "include"
 
 
+def header_digest() -> str:
+    """16 hex digits of device_runtime.h's content: extensions built against it put it in their build flags."""
+    return hashlib.sha256((include_dir() / "torchplug" / "device_runtime.h").read_bytes()).hexdigest()[:16]
+
+
 class Status(enum.IntEnum):
     SUCCESS = 0
     INVALID_DEVICE = 1
@@ -40,6 +46,11 @@ class Status(enum.IntEnum):
     NOT_READY = 4
     UNSUPPORTED = 5
     INTERNAL = 6
+
+
+def status_name(status: int) -> str:
+    """The Status name of a C status code ("OUT_OF_MEMORY"), or "status N" for a code the contract lacks."""
+    return Status(status).name if status in Status._value2member_map_ else f"status {status}"
 
 
 class MemcpyKind(enum.IntEnum):
@@ -137,8 +148,16 @@ class DeviceRuntime(Protocol):
 class LoadedRuntime:
     """A runtime library whose table passed the version check; calls raise DeviceRuntimeError."""
 
-    def __init__(self, plugin: str, library: ctypes.CDLL, table: "ctypes._Pointer[RuntimeTable]") -> None:
+    def __init__(self, plugin: str, library: ctypes.CDLL | None, table: "ctypes._Pointer[RuntimeTable]") -> None:
         self.plugin, self.library, self.table = plugin, library, table
+
+    @classmethod
+    def at_address(cls, plugin: str, address: int) -> "LoadedRuntime":
+        """A table already in this process (e.g. emulation's host runtime, whose module gives its address),
+        version-checked as a loaded library's is. The table must live as long as the process."""
+        table = ctypes.cast(address, ctypes.POINTER(RuntimeTable))
+        _check_table(plugin, f"the table at {address:#x}", table.contents)
+        return cls(plugin, None, table)
 
     @property
     def address(self) -> int:
@@ -153,7 +172,7 @@ class LoadedRuntime:
         if status != Status.SUCCESS:
             why = self.table.contents.last_error().decode(errors="replace")
             raise DeviceRuntimeError(f"plugin {self.plugin!r}: its runtime's {entry} failed with "
-                                     f"{Status(status).name if status in Status._value2member_map_ else status}: {why}")
+                                     f"{status_name(status)}: {why}")
 
     def device_count(self) -> int:
         count = ctypes.c_int32()

@@ -85,6 +85,8 @@ def test_passes_the_smoke_tier_with_its_fallback_staging_through_copies(venv):
     # Ops without a kernel of the device's own ran through the governed fallback; none of them illegally.
     assert re.search(r"illegal-fallback 0\.0% \(0\)", result.stdout), result.stdout
     assert re.search(r"pass-fallback [1-9]", result.stdout), result.stdout
+    # The contract kit ran on the device's own runtime table, in the worker that drives it.
+    assert re.search(r"device_runtime_contract\s+pass\s+torchplug example device runtime 0\.1", result.stdout), result.stdout
 
 
 def test_the_fallback_is_governed_and_counted(venv):

@@ -157,7 +157,27 @@ def threads_on_one_device(target: Target) -> str:
     return "4 threads x 10 matmuls"
 
 
+def device_runtime_contract(target: Target) -> str:
+    """The device-runtime contract kit (entrypoints/device_runtime_kit.py) on the table the device runs on:
+    its plugin's own runtime library, or emulation's host-memory runtime."""
+    from ...emulation.runtime import emulated_devices, host_runtime
+    from ...entrypoints import backend as find_backend
+    from ...entrypoints.device_runtime import RuntimeBackend
+    from ...entrypoints.device_runtime_kit import assert_conforms
+
+    backend = find_backend(target.backend)
+    if target.device.type in emulated_devices():
+        runtime = host_runtime(target.device.type)
+    elif isinstance(backend, RuntimeBackend):
+        runtime = backend.runtime()
+    else:
+        raise NotApplicable(f"{target.device.type} runs on torch's own runtime, not a device-runtime table")
+    findings = assert_conforms(runtime)
+    return f"{runtime.name}: {len(findings)} contract checks"
+
+
 CHECKS: dict[str, Callable[[Target], str]] = {
+    "device_runtime_contract": device_runtime_contract,
     "memory_returns_to_baseline": memory_returns_to_baseline,
     "oom_is_recoverable": oom_is_recoverable,
     "streams_and_events": streams_and_events,

@@ -114,21 +114,32 @@ void release_memory(Header* h) {
   }
 }
 
+// The deleter of every block. A device block goes back through its runtime's free (host_runtime.cpp),
+// a graph pool's block to its pool, a plain host block to the host.
 void free_block(void* data) {
   if (data == nullptr) {
     return;
   }
   Header* h = header_of(data);
-  const PoolFree pooled = h->pool != 0 ? keep_pool_block(h->pool, data, h->capacity) : PoolFree::kRelease;
-  if (pooled == PoolFree::kAlreadyFree) {
-    return;  // its graph pool took it back already (a cudagraph-trees checkpoint restore)
-  }
-  if (h->type >= 0) {
+  if (h->pool != 0) {
+    const PoolFree pooled = keep_pool_block(h->pool, data, h->capacity);
+    if (pooled == PoolFree::kAlreadyFree) {
+      return;  // its graph pool took it back already (a cudagraph-trees checkpoint restore)
+    }
     refund(c10::Device(static_cast<c10::DeviceType>(h->type), h->index), static_cast<int64_t>(h->nbytes));
+    if (pooled == PoolFree::kRelease) {
+      release_memory(h);
+    }  // else still reserved: a graph replays into it, or the pool's next allocation reuses it
+    return;
   }
-  if (pooled == PoolFree::kRelease) {
+  if (h->type < 0) {
     release_memory(h);
-  }  // else still reserved: a graph replays into it, or the pool's next allocation reuses it
+    return;
+  }
+  const auto type = static_cast<c10::DeviceType>(h->type);
+  if (host_runtime(type).free(h->index, data) != TORCHPLUG_SUCCESS) {
+    TORCH_WARN("torchplug emulation: freeing a ", type, " block failed: ", host_runtime(type).last_error());
+  }
 }
 
 void* raw_block(size_t capacity, c10::Device charged_to, bool charged, bool& from_original) {
@@ -147,7 +158,24 @@ void* raw_block(size_t capacity, c10::Device charged_to, bool charged, bool& fro
   }
 }
 
-// A block of a graph's private pool: a freed one of the same size class, or a new one it reserves.
+// Writes the header of a fresh block at `base`; returns the pointer its caller sees.
+void* init_block(void* base, size_t nbytes, c10::Device charged_to, bool from_original) {
+  auto* h = static_cast<Header*>(base);
+  const bool charged = !charged_to.is_cpu();
+  h->magic = kMagic;
+  h->nbytes = nbytes;
+  h->type = charged ? static_cast<int16_t>(charged_to.type()) : int16_t{-1};
+  h->index = charged ? charged_to.index() : int16_t{-1};
+  h->from_original = from_original;
+  h->pool = 0;
+  h->capacity = nbytes;
+  return static_cast<char*>(base) + kHeaderBytes;
+}
+
+// A block of a graph's private pool: a freed one of the same size class, or a new one it reserves. It
+// stays here rather than behind the runtime's malloc: a pool keeps size-class blocks reserved after they
+// are freed (a graph replays into them), which the contract's malloc/free cannot express; their
+// statistics are the same charge/refund the runtime's malloc/free make.
 c10::DataPtr allocate_pool_block(size_t nbytes, c10::Device charged_to, c10::Device tagged, int64_t pool) {
   const size_t capacity = pool_block_capacity(nbytes);
   charge(charged_to, static_cast<int64_t>(nbytes));
@@ -162,14 +190,9 @@ c10::DataPtr allocate_pool_block(size_t nbytes, c10::Device charged_to, c10::Dev
       note_pool_block(pool, nullptr, capacity, /*allocated=*/false);
       throw;
     }
-    auto* h = static_cast<Header*>(base);
-    h->magic = kMagic;
-    h->type = static_cast<int16_t>(charged_to.type());
-    h->index = charged_to.index();
-    h->from_original = from_original;
-    h->pool = pool;
-    h->capacity = capacity;
-    data = static_cast<char*>(base) + kHeaderBytes;
+    data = init_block(base, nbytes, charged_to, from_original);
+    header_of(data)->pool = pool;
+    header_of(data)->capacity = capacity;
     note_pool_block(pool, data, capacity, /*allocated=*/true);
   }
   header_of(data)->nbytes = nbytes;
@@ -261,27 +284,37 @@ c10::DataPtr allocate_block(size_t nbytes, c10::Device charged_to, c10::Device t
   if (nbytes == 0) {
     return c10::DataPtr(nullptr, nullptr, &free_block, tagged);
   }
-  const bool charged = !charged_to.is_cpu();
-  if (charged && pool_routing_active()) {
-    if (const int64_t pool = route_allocation(charged_to)) {  // a graph capture's allocation
-      return allocate_pool_block(nbytes, charged_to, tagged, pool);
+  if (!charged_to.is_cpu()) {
+    if (pool_routing_active()) {
+      if (const int64_t pool = route_allocation(charged_to)) {  // a graph capture's allocation
+        return allocate_pool_block(nbytes, charged_to, tagged, pool);
+      }
     }
-  }
-  if (charged) {
-    charge(charged_to, static_cast<int64_t>(nbytes));  // raises OutOfMemoryError past the capacity
+    void* data = nullptr;
+    // Raises OutOfMemoryError past the capacity, with the runtime's message.
+    check_runtime(host_runtime(charged_to.type()).malloc(charged_to.index(), nbytes, &data));
+    return c10::DataPtr(data, data, &free_block, tagged);
   }
   bool from_original = false;
-  void* base = raw_block(nbytes, charged_to, charged, from_original);
-  auto* h = static_cast<Header*>(base);
-  h->magic = kMagic;
-  h->nbytes = nbytes;
-  h->type = charged ? static_cast<int16_t>(charged_to.type()) : int16_t{-1};
-  h->index = charged ? charged_to.index() : int16_t{-1};
-  h->from_original = from_original;
-  h->pool = 0;
-  h->capacity = nbytes;
-  void* data = static_cast<char*>(base) + kHeaderBytes;
+  void* base = raw_block(nbytes, charged_to, /*charged=*/false, from_original);
+  void* data = init_block(base, nbytes, charged_to, from_original);
   return c10::DataPtr(data, data, &free_block, tagged);
+}
+
+void* device_block(size_t nbytes, c10::Device device) {
+  charge(device, static_cast<int64_t>(nbytes));  // raises OutOfMemoryError past the capacity
+  bool from_original = false;
+  void* base = raw_block(nbytes, device, /*charged=*/true, from_original);
+  return init_block(base, nbytes, device, from_original);
+}
+
+void free_device_block(void* data, c10::Device device) {
+  Header* h = header_of(data);
+  TORCH_CHECK(h->magic == kMagic && h->pool == 0 && h->type == static_cast<int16_t>(device.type()) &&
+                  h->index == device.index(),
+              "free(", data, ") on ", device, ": not a block the emulated runtime allocated on that device");
+  refund(device, static_cast<int64_t>(h->nbytes));
+  release_memory(h);
 }
 
 bool adopt_block(c10::DataPtr& data, c10::Device device) {
@@ -403,7 +436,7 @@ void resize_storage_bytes(c10::StorageImpl* impl, size_t new_bytes) {
   c10::DataPtr block = allocate_block(new_bytes, device, device);
   const size_t keep = std::min(new_bytes, impl->nbytes());
   if (keep > 0) {
-    std::memcpy(block.get(), impl->data_ptr().get(), keep);
+    check_runtime(host_runtime(device.type()).memcpy(block.get(), impl->data_ptr().get(), keep, TORCHPLUG_DEVICE_TO_DEVICE));
   }
   impl->set_data_ptr_noswap(std::move(block));
   impl->set_nbytes(new_bytes);

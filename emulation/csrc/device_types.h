@@ -17,13 +17,14 @@ struct EmulatedType {
   c10::DispatchKey key;
   c10::DispatchKey autograd_key;
   const char* key_name;
+  const char* runtime_name;  // the name of its host runtime table (host_runtime.cpp)
 };
 
 inline constexpr std::array<EmulatedType, 4> kEmulatedTypes{{
-    {c10::DeviceType::CUDA, c10::DispatchKey::CUDA, c10::DispatchKey::AutogradCUDA, "CUDA"},
-    {c10::DeviceType::XPU, c10::DispatchKey::XPU, c10::DispatchKey::AutogradXPU, "XPU"},
-    {c10::DeviceType::MPS, c10::DispatchKey::MPS, c10::DispatchKey::AutogradMPS, "MPS"},
-    {c10::DeviceType::PrivateUse1, c10::DispatchKey::PrivateUse1, c10::DispatchKey::AutogradPrivateUse1, "PrivateUse1"},
+    {c10::DeviceType::CUDA, c10::DispatchKey::CUDA, c10::DispatchKey::AutogradCUDA, "CUDA", "torchplug emulation (host memory) as cuda"},
+    {c10::DeviceType::XPU, c10::DispatchKey::XPU, c10::DispatchKey::AutogradXPU, "XPU", "torchplug emulation (host memory) as xpu"},
+    {c10::DeviceType::MPS, c10::DispatchKey::MPS, c10::DispatchKey::AutogradMPS, "MPS", "torchplug emulation (host memory) as mps"},
+    {c10::DeviceType::PrivateUse1, c10::DispatchKey::PrivateUse1, c10::DispatchKey::AutogradPrivateUse1, "PrivateUse1", "torchplug emulation (host memory) as PrivateUse1"},
 }};
 
 // The type's position in kEmulatedTypes; raises for a type the runtime cannot emulate.

@@ -5,6 +5,10 @@
 // Only c10 headers here, so that the allocator and guard translation units compile in seconds.
 #pragma once
 
+// The device-runtime contract, by its place in the package (torchplug/entrypoints/include); build.py puts
+// the header's digest in the build flags so that the build cache sees it change.
+#include "../../entrypoints/include/torchplug/device_runtime.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/DeviceType.h>
@@ -66,6 +70,15 @@ struct DeviceStats {
   std::atomic<int64_t> capacity{0};  // bytes; 0 means unlimited
 };
 
+// What the device reports as its properties (the emulated model's; Python's configure sets them).
+struct DeviceProperties {
+  std::string name;  // "#<index>" is appended when the type has several devices
+  int32_t multi_processor_count = 1;
+  int32_t major = 0;
+  int32_t minor = 0;
+  int32_t warp_size = 1;
+};
+
 // Everything the runtime knows about one emulated device type. Written once by `configure`
 // before `enabled` is published, then only read (the stats are atomics).
 struct TypeState {
@@ -73,8 +86,23 @@ struct TypeState {
   int count = 0;
   uint64_t dtype_mask = ~0ull;  // bit s set: ScalarType s is supported on this device
   std::string backend;          // torchplug backend name, e.g. "rocm" for the 'cuda' type
+  DeviceProperties properties;
   std::array<DeviceStats, kMaxDevices> stats;
 };
+
+// Stream ids: 0 is the default stream, 1..kPoolStreams come from the round-robin pool (as CUDA's), later
+// ones from stream_create. The host runtime's stream handles are these ids.
+constexpr int kPoolStreams = 32;
+constexpr int64_t kFirstCreatedStream = kPoolStreams + 1;
+
+// ---- host_runtime.cpp ------------------------------------------------------------------------
+// Emulation's device runtime: one contract table (device_runtime.h) per emulated type, over host memory.
+// The torch-facing code below calls its entries for device selection, memory, copies, streams and events.
+const torchplug_device_runtime& host_runtime(c10::DeviceType type);
+const torchplug_device_runtime& pinned_runtime();  // host_malloc/host_free (one host heap for every type)
+// Raises the runtime's last error after a failed call: OutOfMemoryError for TORCHPLUG_ERROR_OUT_OF_MEMORY.
+void check_runtime(torchplug_status status);
+bool is_pinned(const void* data);  // whether host_malloc handed out `data`
 
 // ---- module.cpp ------------------------------------------------------------------------------
 // For hooks torch calls before the first device use (torch.Generator(device=...)): configures
@@ -100,6 +128,10 @@ void install_host_allocator();
 c10::Allocator* host_allocator();
 c10::Allocator* device_allocator(c10::DeviceType type);
 c10::DataPtr allocate_block(size_t nbytes, c10::Device charged_to, c10::Device tagged);
+// The host runtime's malloc and free (host_runtime.cpp): a block charged to `device` (raises
+// OutOfMemoryError past its capacity), and its release with the refund.
+void* device_block(size_t nbytes, c10::Device device);
+void free_device_block(void* data, c10::Device device);
 // Re-charge a block of ours to `device` and tag its DataPtr with it. False if not ours.
 bool adopt_block(c10::DataPtr& data, c10::Device device);
 void reset_peak(c10::Device device);

@@ -525,9 +525,7 @@ class HostCall {
 
   static c10::DataPtr copy_block(const void* data, size_t nbytes, c10::Device device) {
     c10::DataPtr block = allocate_block(nbytes, device, device);
-    if (nbytes > 0) {
-      std::memcpy(block.get(), data, nbytes);
-    }
+    check_runtime(host_runtime(device.type()).memcpy(block.get(), data, nbytes, TORCHPLUG_HOST_TO_DEVICE));
     return block;
   }
 

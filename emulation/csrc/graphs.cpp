@@ -332,7 +332,9 @@ PoolFree keep_pool_block(int64_t key, void* data, size_t capacity) {
       const uintptr_t ptr = reinterpret_cast<uintptr_t>(data);
       for (auto& [id, capture] : g_captures) {
         if (capture.pool == key && capture.live_at_start.count(ptr) && !capture.held.count(ptr)) {
-          capture.held.emplace(ptr, std::string(static_cast<const char*>(data), capacity));
+          std::string saved(capacity, '\0');  // what the block holds now, read through its runtime
+          check_runtime(host_runtime(capture.device.type()).memcpy(saved.data(), data, capacity, TORCHPLUG_DEVICE_TO_HOST));
+          capture.held.emplace(ptr, std::move(saved));
         }
       }
       pool.free_blocks.emplace(capacity, data);
@@ -512,8 +514,9 @@ void bind_graphs(py::module_& m) {
     Capture capture = std::move(found->second);
     g_captures.erase(found);
     g_graph_active.fetch_sub(1);
-    for (const auto& [ptr, bytes] : capture.held) {
-      std::memcpy(reinterpret_cast<void*>(ptr), bytes.data(), bytes.size());
+    const torchplug_device_runtime& runtime = host_runtime(capture.device.type());
+    for (const auto& [ptr, bytes] : capture.held) {  // the device memory the capture held, restored
+      check_runtime(runtime.memcpy(reinterpret_cast<void*>(ptr), bytes.data(), bytes.size(), TORCHPLUG_HOST_TO_DEVICE));
     }
     for (auto it = g_events.begin(); it != g_events.end();) {
       it = it->second.capture == id ? g_events.erase(it) : std::next(it);

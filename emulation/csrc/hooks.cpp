@@ -44,28 +44,20 @@ bool active(c10::DeviceType type) {
   return g_active.load(std::memory_order_relaxed) == static_cast<int>(type) && is_emulated(type);
 }
 
-std::mutex g_pinned_mutex;
-std::unordered_set<const void*> g_pinned;  // blocks handed out by PinnedAllocator
-
+// Frees a block of PinnedAllocator through the runtime's host_free.
 void free_pinned(void* data) {
-  {
-    std::lock_guard<std::mutex> lock(g_pinned_mutex);
-    g_pinned.erase(data);
+  if (pinned_runtime().host_free(data) != TORCHPLUG_SUCCESS) {
+    TORCH_WARN("torchplug emulation: freeing pinned host memory failed: ", pinned_runtime().last_error());
   }
-  host_allocator()->raw_deallocate(data);
 }
 
-// Plain host memory: the emulated devices read host memory directly, so it is as pinned as it gets.
+// Pinned memory is the host runtime's host_malloc: plain host memory, which the emulated devices read
+// directly, so it is as pinned as it gets.
 class PinnedAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
-    ChargeTo host(c10::Device(c10::DeviceType::CPU));
-    c10::DataPtr block = host_allocator()->allocate(nbytes);
-    void* data = block.release_context();
-    if (data != nullptr) {
-      std::lock_guard<std::mutex> lock(g_pinned_mutex);
-      g_pinned.insert(data);
-    }
+    void* data = nullptr;
+    check_runtime(pinned_runtime().host_malloc(nbytes, &data));
     return c10::DataPtr(data, data, &free_pinned, c10::Device(c10::DeviceType::CPU));
   }
   c10::DeleterFnPtr raw_deleter() const override {
@@ -77,11 +69,6 @@ class PinnedAllocator final : public c10::Allocator {
 };
 
 PinnedAllocator g_pinned_allocator;
-
-bool is_pinned(const void* data) {
-  std::lock_guard<std::mutex> lock(g_pinned_mutex);
-  return g_pinned.count(data) != 0;
-}
 
 // The part every emulated type's hooks share; `Base` is torch's hooks interface for the type.
 template <typename Base, c10::DeviceType kType>

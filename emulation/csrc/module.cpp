@@ -155,6 +155,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("MAX_DEVICES") = kMaxDevices;
   m.def("configure", &configure, py::arg("key"), py::arg("count"), py::arg("capacities"), py::arg("refused"),
         py::arg("backend"), py::arg("adopt_native") = false);
+  // The emulated model's identity, which the host runtime's get_device_properties reports.
+  m.def("set_device_properties", [](const std::string& key, const std::string& name, int32_t multi_processor_count,
+                                    int32_t major, int32_t minor, int32_t warp_size) {
+    state(parse_type(key)).properties = DeviceProperties{name, multi_processor_count, major, minor, warp_size};
+  });
+  // The address of the type's host runtime table (torchplug/device_runtime.h), for the Python mirror.
+  m.def("runtime_table", [](const std::string& key) {
+    return reinterpret_cast<uintptr_t>(&host_runtime(parse_type(key)));
+  });
   m.def("defined_ops_mark", &defined_ops_mark);
   m.def("adopt_native_kernels_since", [](const std::string& key, int64_t mark) {
     return adopt_native_kernels_since(parse_type(key), mark);
