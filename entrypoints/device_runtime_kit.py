@@ -219,8 +219,8 @@ def async_copies(s: _Session) -> str:
         ctypes.memmove(pinned, want, n)
         s.ok("memcpy_async", a, pinned, n, MemcpyKind.HOST_TO_DEVICE, stream)
         s.ok("memcpy_async", b, a, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
+        s.ok("stream_synchronize", stream)  # the copies may not have read the host buffer before this
         ctypes.memset(pinned, 0, n)
-        s.ok("stream_synchronize", stream)  # ...before the host buffer is reused
         s.ok("memcpy_async", pinned, b, n, MemcpyKind.DEVICE_TO_HOST, stream)
         s.ok("stream_synchronize", stream)
         _expect("memcpy_async", ctypes.string_at(pinned, n), want, "pinned host to device to device to host on a stream")

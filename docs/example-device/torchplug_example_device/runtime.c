@@ -117,9 +117,10 @@ static void run_copy(void* destination, const void* source, size_t nbytes, torch
   if (writes_device) open_pages(destination, nbytes, 0);
 }
 
-/* The stream a handle names: NULL is the default stream of `device`. */
+/* The stream a handle names: NULL is the default stream of `device` (always a valid index, since
+ * set_device refuses others; checked anyway, so that no bug can index past the array). */
 static torchplug_stream resolve(torchplug_stream stream, int32_t device) {
-  return stream != NULL ? stream : &default_streams[device];
+  return stream != NULL ? stream : &default_streams[valid_device(device) ? device : 0];
 }
 
 /* Runs the copies queued on `stream`, in order; returns whether there were any. Lock held. */
@@ -211,7 +212,7 @@ static torchplug_status device_malloc(int32_t device, size_t nbytes, void** poin
 static torchplug_status device_free(int32_t device, void* pointer) {
   if (pointer == NULL) return TORCHPLUG_SUCCESS;
   pthread_mutex_lock(&lock);
-  flush_device(device); /* queued copies may still use the block, as on a GPU */
+  flush_device(-1); /* queued copies may still use the block (on any device's stream), as on a GPU */
   for (block** link = &blocks; *link != NULL; link = &(*link)->next) {
     block* b = *link;
     if (b->data == pointer) {
