@@ -1,15 +1,13 @@
 """Compile the binding on first device use; later processes load it from the cache (torchplug.extension)."""
 
-import hashlib
 from pathlib import Path
 from types import ModuleType
 
-from ..entrypoints.device_runtime import include_dir
+from ..entrypoints.device_runtime import header_digest
 from ..extension import load_extension
 
 NAME = "torchplug_binding"
 CSRC = Path(__file__).resolve().parent / "csrc"
-HEADER = include_dir() / "torchplug" / "device_runtime.h"
 
 
 def sources() -> list[Path]:
@@ -19,8 +17,7 @@ def sources() -> list[Path]:
 def cflags() -> list[str]:
     # The build cache fingerprints the sources' own folder; the contract's header lives elsewhere
     # (binding.h includes it by its relative place), so its digest enters the flags and the fingerprint.
-    digest = hashlib.sha256(HEADER.read_bytes()).hexdigest()[:16]
-    return [f"-DTORCHPLUG_DEVICE_RUNTIME_DIGEST=0x{digest}"]
+    return [f"-DTORCHPLUG_DEVICE_RUNTIME_DIGEST=0x{header_digest()}"]
 
 
 def load() -> ModuleType:

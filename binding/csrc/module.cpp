@@ -75,6 +75,14 @@ py::object launch_python(int32_t device, const py::object& kernel, const py::tup
   return py::reinterpret_steal<py::object>(call.result);
 }
 
+// `use(generator)` on the device's default generator, holding its lock as torch's own callers do.
+template <typename Use>
+auto with_generator(int32_t device, Use use) {
+  at::Generator& generator = default_generator(device);
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  return use(generator);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -90,25 +98,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("host_launches", [](int32_t device) { return stats(device).launches.load(); });
   // Random numbers: each device's default generator (hooks.cpp).
   m.def("manual_seed", [](int32_t device, uint64_t seed) {
-    at::Generator& generator = default_generator(device);
-    const std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_current_seed(seed);
+    with_generator(device, [seed](at::Generator& generator) { generator.set_current_seed(seed); });
   });
   m.def("seed", [](int32_t device) {
-    at::Generator& generator = default_generator(device);
-    const std::lock_guard<std::mutex> lock(generator.mutex());
-    return generator.seed();
+    return with_generator(device, [](at::Generator& generator) { return generator.seed(); });
   });
   m.def("initial_seed", [](int32_t device) { return default_generator(device).current_seed(); });
   m.def("get_rng_state", [](int32_t device) {
-    at::Generator& generator = default_generator(device);
-    const std::lock_guard<std::mutex> lock(generator.mutex());
-    return generator.get_state();
+    return with_generator(device, [](at::Generator& generator) { return generator.get_state(); });
   });
   m.def("set_rng_state", [](int32_t device, const at::Tensor& state) {
-    at::Generator& generator = default_generator(device);
-    const std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(state);
+    with_generator(device, [&state](at::Generator& generator) { generator.set_state(state); });
   });
   m.def("memory_allocated", [](int32_t device) { return stats(device).allocated.load(); });
   m.def("max_memory_allocated", [](int32_t device) { return stats(device).peak.load(); });

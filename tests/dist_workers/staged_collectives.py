@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from job import init, report
+from job import init, refusal, report
 
 device_type, backend = sys.argv[1], sys.argv[2]
 rank = init(backend)
@@ -200,26 +200,15 @@ for name, hook, cap in (("ddp", None, None), ("ddp_fp16_compress_hook", default_
 errors: dict[str, str] = {}
 
 
-def refused(name: str, call: Callable, *untouched: torch.Tensor) -> None:
-    before = [t.cpu().clone() for t in untouched]
-    try:
-        call()
-        errors[name] = "no error"
-    except Exception as err:
-        errors[name] = f"{type(err).__name__}: {err}"
-    if any(not torch.equal(b, t.cpu()) for b, t in zip(before, untouched)):
-        errors[name] += " [DATA CHANGED]"
-
-
 out = filled((4,), device, torch.float32)
-refused("cpu_input", lambda: dist.all_gather_into_tensor(out, torch.ones(2)), out)
+errors["cpu_input"] = refusal(lambda: dist.all_gather_into_tensor(out, torch.ones(2)), out)
 outs = [filled((2,), device, torch.float32) for _ in range(world)]
-refused("cpu_input_list", lambda: dist.all_gather(outs, torch.ones(2)), *outs)
+errors["cpu_input_list"] = refusal(lambda: dist.all_gather(outs, torch.ones(2)), *outs)
 other = torch.ones(2, device=torch.device(device_type, 1 - rank))
-refused("other_device_input", lambda: dist.all_gather_into_tensor(out, other), out, other)
+errors["other_device_input"] = refusal(lambda: dist.all_gather_into_tensor(out, other), out, other)
 cpu_only = dist.new_group([0, 1], backend="cpu:gloo")
 t = data((3,), device, torch.float32)
-refused("group_without_the_device", lambda: dist.all_reduce(t, group=cpu_only), t)
+errors["group_without_the_device"] = refusal(lambda: dist.all_reduce(t, group=cpu_only), t)
 t = torch.ones(3, device=device)
 dist.all_reduce(t)  # the ranks are still in step
 
