@@ -18,6 +18,9 @@ from pathlib import Path
 from conftest import clean_env
 
 WORKERS = Path(__file__).resolve().parent / "dist_workers"
+# Every rank dumps the Python stack of each thread if it crashes (SIGSEGV, SIGABRT), so that a
+# crash seen once in CI says where each thread was.
+CRASH_REPORTS = {"PYTHONFAULTHANDLER": "1"}
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -49,7 +52,7 @@ def run_ranks(worker: str | Path, *args: str, world_size: int = 2, limit: float 
         environ = clean_env(**{
             "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
             "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-            "TORCHPLUG_TEST_PG_TIMEOUT": str(pg_timeout), "OMP_NUM_THREADS": "1",
+            "TORCHPLUG_TEST_PG_TIMEOUT": str(pg_timeout), "OMP_NUM_THREADS": "1", **CRASH_REPORTS,
             **env, **(rank_env or {}).get(rank, {}),
         })
         procs.append(subprocess.Popen(
@@ -111,8 +114,8 @@ def run_launcher(command: list[str], name: str, limit: float, **env: str) -> str
     """Run a launcher that starts the ranks itself (torchrun, accelerate launch); its output (stdout and
     stderr). Killed whole after `limit` s; fails with the output if it exits non-zero."""
     # A session of its own: on timeout the launcher and every rank it started are killed together.
-    proc = subprocess.Popen(command, env=clean_env(**env), cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(command, env=clean_env(**CRASH_REPORTS, **env), cwd="/", stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
