@@ -55,6 +55,12 @@ def bound_extension() -> ModuleType:
     return _ext
 
 
+# Ops the fallback runs whole although torch has a composite kernel for any device: the composite
+# hands the structured out= variant a 0-dim result, which the CPU kernel the fallback then runs
+# resizes through the loss's elementwise shape, with torch's deprecation warning on every call.
+WHOLE_OP_FALLBACKS = ("aten::mse_loss", "aten::smooth_l1_loss")
+
+
 def _bind(backend: Any) -> ModuleType:
     from ..dispatcher import enable_fallback, set_fallback_policy
     from .build import load
@@ -70,4 +76,5 @@ def _bind(backend: Any) -> ModuleType:
     # fallback, which stages its inputs and results through the runtime's copies (csrc/kernels.cpp).
     set_fallback_policy(backend.spec.name, backend.fallback_policy)
     enable_fallback(backend.spec.name)
+    enable_fallback(backend.spec.name, WHOLE_OP_FALLBACKS)
     return ext

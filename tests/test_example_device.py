@@ -105,6 +105,32 @@ def test_the_fallback_is_governed_and_counted(venv):
     assert result.stdout.split("\n")[:2] == ["1", "refused True"], result.stdout
 
 
+def test_losses_whose_composite_resizes_a_scalar_out_run_whole_without_torchs_warning(venv):
+    # torch's mse_loss / smooth_l1_loss composites pass their out= variant a 0-dim result, which the
+    # CPU kernel resizes through the elementwise shape with a deprecation warning on every call.
+    bin_dir, _ = venv
+    result = run_python("""
+        import warnings, torch, torch.nn.functional as F, torchplug.dispatcher as d
+        x, y = torch.randn(8, 4), torch.randn(8, 4)
+        for loss, kw in ((F.mse_loss, {}), (F.smooth_l1_loss, {"beta": 0.5})):
+            for reduction in ("mean", "sum", "none"):
+                on_device, on_cpu = x.to("exdev").requires_grad_(), x.clone().requires_grad_()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    out = loss(on_device, y.to("exdev"), reduction=reduction, **kw)
+                    out.sum().backward()
+                ref = loss(on_cpu, y, reduction=reduction, **kw)
+                ref.sum().backward()
+                grads_equal = torch.equal(on_device.grad.cpu(), on_cpu.grad)
+                print(loss.__name__, reduction, torch.equal(out.cpu(), ref), grads_equal)
+        stats = d.fallback_stats()["exdev"]
+        print(stats["aten::mse_loss"], stats["aten::smooth_l1_loss"], "aten::mse_loss.out" in stats)
+    """, python=str(bin_dir / "python"))
+    lines = result.stdout.split("\n")
+    assert lines[:6] == [f"{loss} {reduction} True True" for loss in ("mse_loss", "smooth_l1_loss")
+                         for reduction in ("mean", "sum", "none")], result.stdout + result.stderr
+    assert lines[6] == "3 3 False", result.stdout  # counted by the governed fallback, whole
+
 def _runtime_library(tmp_path, body: str):
     """A runtime library compiled from `body`, which defines torchplug_device_runtime_v1 over the header."""
     from torchplug.entrypoints.device_runtime import include_dir
