@@ -147,9 +147,11 @@ const IsaKernels& scalar_kernels();
 const IsaKernels& avx2_kernels();
 const IsaKernels& avx512_kernels();
 const IsaKernels& avx512emu_kernels();
-// isa_avx512vnni.cpp: quant_vnni.h's int4 decode kernels (int8 activations) per dtype (null for
-// fp32, whose callers asked for fp32's precision), which replace the avx512 table's int4_gemv where
-// the CPU has AVX512-VNNI and VBMI (isa_select.cpp).
-const IsaKernels::QuantTasks* int4_gemv_int8_dots();
+// int4 decode kernels with int8 activations (quant_int8_activations.h) per dtype (null for fp32,
+// whose callers asked for fp32's precision), which replace a table's int4_gemv (isa_select.cpp):
+// isa_avx512vnni.cpp's (quant_vnni.h) the avx512 table's where the CPU has AVX512-VNNI and VBMI,
+// isa_avx2.cpp's (quant_avx2_dots.h) the avx2 table's.
+const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots();
+const IsaKernels::QuantTasks* avx2_int4_gemv_int8_dots();
 
 }  // namespace torchplug_cpu
