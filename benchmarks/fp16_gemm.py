@@ -352,7 +352,8 @@ def int8_activation_rows(report):
                     ext.set_int4_int8_dots(int8)
                     return torch.ops.aten._weight_int4pack_mm_for_cpu(x, w4, QUANT_GROUP, sz)
 
-                secs = interleaved({"float": lambda: call(False), "int8": lambda: call(True)}, budget_s=2.0, max_runs=101)
+                secs = interleaved({"float": lambda: call(False), "int8": lambda: call(True)}, budget_s=2.0,
+                                   max_runs=101)
                 dtype_name = str(dtype).replace("torch.", "")
                 fl, i8 = (report.add(f"_weight_int4pack_mm_for_cpu {shape} {dtype_name}, {name} activations",
                                      [n * k // 2 / t / 1e9 for t in secs[name]], "GB/s") for name in ("float", "int8"))

@@ -168,7 +168,8 @@ def int4_activations() -> str:
     choice = os.environ.get(INT4_ACTIVATIONS_ENV, "").strip().lower() or "int8"
     if choice not in INT4_ACTIVATIONS:
         raise ValueError(f"torchplug-cpu: unknown {INT4_ACTIVATIONS_ENV}={choice}; expected one of "
-                         f"{', '.join(INT4_ACTIVATIONS)} (or unset it for int8 on the avx2 path and on the avx512 one with AVX512-VNNI)")
+                         f"{', '.join(INT4_ACTIVATIONS)} (or unset it for int8 on the avx2 path, and on the avx512 one "
+                         f"with AVX512-VNNI)")
     return choice
 
 

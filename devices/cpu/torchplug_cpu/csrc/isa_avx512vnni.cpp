@@ -1,6 +1,7 @@
 // int4 decode rows with int8 activations on AVX512-VNNI (quant_int8_activations.h, quant_vnni.h):
-// AVX-512F plus BW (byte vectors), VBMI (vpermt2b) and VNNI (vpdpbusd). Only this file is compiled for those; quant_ops.cpp
-// calls it only on CPUs that have them (isa_select.cpp) while the avx512 path is active.
+// AVX-512F plus BW (byte vectors), VBMI (vpermt2b) and VNNI (vpdpbusd). Only this file is compiled
+// for those; quant_ops.cpp calls it only on CPUs that have them (isa_select.cpp) while the avx512
+// path is active.
 #include <immintrin.h>
 #include "isa.h"
 #pragma GCC target("avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")

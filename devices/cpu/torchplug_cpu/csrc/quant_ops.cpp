@@ -125,7 +125,10 @@ Tensor weight_int4pack_mm(const Tensor& x, const Tensor& w, int64_t group, const
   // where the active path has them, for whole blocks of 32 along k (those kernels run the float
   // path for a packed layout they do not read)
   const IsaKernels::QuantTasks* int8_dots = skinny && k % 32 == 0 ? int4_int8_kernels() : nullptr;
-  run(p, !skinny, int8_dots && int8_dots[d] ? int8_dots[d] : skinny ? active_kernels().int4_gemv[d] : active_kernels().int4_gemm[d]);
+  const IsaKernels::QuantTasks kernel = int8_dots && int8_dots[d] ? int8_dots[d]
+                                       : skinny                   ? active_kernels().int4_gemv[d]
+                                                                  : active_kernels().int4_gemm[d];
+  run(p, !skinny, kernel);
   return out;
 }
 
