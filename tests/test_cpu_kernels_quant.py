@@ -378,10 +378,12 @@ def test_int4_reads_the_layout_torch_packs_for_each_cpu_capability(ext, capabili
     assert "checked" in result.stdout
 
 
-def test_int8_activations_read_torchs_avx2_layout():
+def test_int8_activations_read_torchs_avx2_layout(ext):
     """torch's AVX2 layout (blocks of 32 columns), which it packs only with its AVX2 kernels: the int8
     activations' tests, the planted wrong scale and the infinities in a process where torch runs them
     (ATEN_CPU_CAPABILITY=avx2), where the avx2 path's int8 activations must run, not be skipped."""
+    if "avx2" not in ext.supported_isas():
+        pytest.skip(f"this CPU cannot run the avx2 path (it supports {ext.supported_isas()})")
     tests = "int8_stay_within_their_bound or infinities_keep_float or one_wrong_scale"
     result = run_process([sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:cacheprovider", "-k", tests],
                          cwd=Path(__file__).parent, env=clean_env(ATEN_CPU_CAPABILITY="avx2"))
