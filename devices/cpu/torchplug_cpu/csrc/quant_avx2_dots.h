@@ -16,7 +16,8 @@
 // Micro-ops per 128 weights: 2 loads, 2 unpacks and 6 and/shifts, then per x row 1 broadcast load,
 // 1 vpshufb (the AVX2 layout) or vpbroadcastw, 4 vpmaddubsw and 4 vpaddw, and about 2 for the
 // widening: 3 port-5 shuffles for one row (the float path: 8 vpmovzxbd, 16 vcvtdq2ps, 16 ALU and
-// 16 FMAs).
+// 16 FMAs). x's vpshufb could go by storing each row's x vectors pre-shuffled (32 bytes per 4 k:
+// 8 m k bytes of scratch, read again for every block of columns) instead of xq (m k bytes): not done.
 // Included inside namespace torchplug_cpu::avx2 (isa_avx2.cpp), after quant_int8_activations.h.
 #pragma once
 
