@@ -19,6 +19,9 @@ _weight_int8pack_mm and _weight_int4pack_mm_for_cpu (group 128) in GB/s of weigh
 bytes, scales not counted), stock and torchplug, with fp32 / bf16 / fp16 activations, at a decode
 row (1 x 2048 by an 8192 x 2048 weight) and a prefill of 128 rows (there stock runs bf16 only: its
 fp32 / fp16 loops take seconds a call), beside torchplug's fp16 F.linear on the same weight shape.
+Where the active ISA path rounds int4 decode activations to int8 (TORCHPLUG_CPU_INT4_ACTIVATIONS;
+the avx512 path with AVX512-VNNI, or the avx2 path: TORCHPLUG_CPU_ISA=avx2), a further table times
+the int4 op at decode rows with float and with int8 activations, the two called in turn.
 --quick skips the 2048^2 row, the slow stock / bf16 cases, the compiled MLP and the prefill row of
 the weight-only table; --no-compile skips only the MLP; --weight-only runs only the weight-only
 table (and its verdicts).
@@ -323,6 +326,43 @@ def quant_rows(report, quick):
     return rows, checks
 
 
+INT8_ACTIVATION_SHAPES = ((1, 2048, 8192), (1, 2048, 512))  # the decode row; a weight that stays in L2
+
+
+def int8_activation_rows(report):
+    """[shape, activations, float GB/s, int8 GB/s, int8 / float]: int4 decode rows on the active ISA
+    path with TORCHPLUG_CPU_INT4_ACTIVATIONS' two settings, called in turn (none where the path has
+    no int8 activations)."""
+    from torchplug_cpu import kernels
+
+    ext = kernels.load()
+    if not ext.int4_int8_dots_supported():
+        return []
+    rows, gen = [], torch.Generator().manual_seed(0)
+    try:
+        for m, k, n in INT8_ACTIVATION_SHAPES:
+            shape = f"{m}x{k} @ {n}x{k}^T"
+            w4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.randint(0, 16, (n, k), dtype=torch.int32,
+                                                                                  generator=gen), 1)
+            for dtype in (torch.bfloat16, torch.float16):
+                x = torch.randn(m, k, generator=gen).to(dtype)
+                sz = (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).to(dtype)
+
+                def call(int8, x=x, sz=sz, w4=w4):
+                    ext.set_int4_int8_dots(int8)
+                    return torch.ops.aten._weight_int4pack_mm_for_cpu(x, w4, QUANT_GROUP, sz)
+
+                secs = interleaved({"float": lambda: call(False), "int8": lambda: call(True)}, budget_s=2.0,
+                                   max_runs=101)
+                dtype_name = str(dtype).replace("torch.", "")
+                fl, i8 = (report.add(f"_weight_int4pack_mm_for_cpu {shape} {dtype_name}, {name} activations",
+                                     [n * k // 2 / t / 1e9 for t in secs[name]], "GB/s") for name in ("float", "int8"))
+                rows.append([shape, dtype_name, fl.cell, i8.cell, report.record(i8.ratio(fl)).cell + "x"])
+    finally:
+        ext.set_int4_int8_dots(kernels.int4_activations() == "int8")
+    return rows
+
+
 def main():
     cli = parser(__doc__)
     cli.add_argument("--quick", action="store_true",
@@ -414,6 +454,12 @@ def weight_only_table(report, args):
           f"{kernels.current_isa()}: GB/s of weights (median; int4: packed bytes; group {QUANT_GROUP})\n")
     rows, quant_checks = quant_rows(report, args.quick)
     report.table(["shape", "op", "activations", "stock", "torchplug", "vs stock", "vs stock bf16"], rows)
+    int8_rows = int8_activation_rows(report)
+    if int8_rows:
+        print(f"\nint4 decode with float and int8 activations (TORCHPLUG_CPU_INT4_ACTIVATIONS), ISA path "
+              f"{kernels.current_isa()}, torch's {torch.backends.cpu.get_cpu_capability()} layout, called in turn: "
+              f"GB/s of packed weights (median)\n")
+        report.table(["shape", "activations", "float", "int8", "int8 / float"], int8_rows)
     print()
     for ok, text, ratio in quant_checks:
         report.verdict(ok, text, ratio)

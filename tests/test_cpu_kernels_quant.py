@@ -9,16 +9,23 @@ test checks it is tight enough to catch a single wrong scale. int4 weights are p
 own _convert_weight_to_int4pack_for_cpu, whose layout depends on torch's CPU capability: each
 capability's layout runs in a subprocess. No timing is asserted.
 
-int4 decode rows with fp16 / bf16 activations on AVX512-VNNI CPUs round x to int8 per block of 32
-(csrc/quant_vnni.h, llama.cpp's Q8_0): there the result is held to the same bound around the
-float64 product of the rounded x (recomputed here exactly as the kernel rounds it), and to the
-activations' rounding bound around the product of x itself.
+int4 decode rows with fp16 / bf16 activations round x to int8 per block of 32 (llama.cpp's Q8_0;
+csrc/quant_int8_activations.h) on the avx512 path of AVX512-VNNI CPUs (quant_vnni.h, torch's
+AVX-512 layout) and on the avx2 path (quant_avx2_dots.h, torch's AVX2 and AVX-512 layouts): there
+the result is held to the same bound around the float64 product of the rounded x (recomputed here
+exactly as the kernel rounds it), and to the activations' rounding bound around the product of x
+itself. Each path and packed layout runs (ATEN_CPU_CAPABILITY=avx2 in a subprocess for torch's AVX2
+layout).
 """
+
+import re
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import run_python
+from conftest import clean_env, run_process, run_python
 
 kernels = pytest.importorskip("torchplug_cpu.kernels")
 kernels.extension()  # defines torch.ops.torchplug_cpu
@@ -80,11 +87,21 @@ def int8_terms(w, scales):
     return int8_dequantized(w, scales).abs()
 
 
+# The packed layouts (torch's CPU capability) each path's int8-activation kernels read.
+INT8_LAYOUTS = {"avx512": ("AVX512",), "avx2": ("AVX512", "AVX2")}
+
+
+def reads_layout_with_int8(ext):
+    """Whether the active path's int8-activation kernels read the layout torch packs in this process."""
+    return torch.backends.cpu.get_cpu_capability() in INT8_LAYOUTS.get(ext.current_isa(), ())
+
+
 def runs_int8_activations(ext, x):
     """Whether an int4 call on x rounds it to int8 (quant_ops.cpp): a few rows of fp16 / bf16 with k a
-    multiple of 32, torch's AVX-512 layout, on the avx512 path of an AVX512-VNNI CPU with the setting on."""
+    multiple of 32, with the setting on, on a path that has the kernels (the avx512 path of an
+    AVX512-VNNI CPU, or the avx2 path) and reads torch's layout."""
     return (ext.int4_int8_dots() and x.dtype != torch.float32 and x.shape[0] <= 16 and x.shape[1] % 32 == 0
-            and torch.backends.cpu.get_cpu_capability() == "AVX512")
+            and reads_layout_with_int8(ext))
 
 
 def int8_rounded(x):
@@ -156,22 +173,32 @@ def test_int4_matches_float64(isa, ext, dtype, m, k, n, group):
     assert_int4_close(ext, out, x, q, group, sz)
 
 
+# The paths with int8-activation kernels (the `isa` fixture, conftest.py, selects each).
+INT8_PATHS = pytest.mark.parametrize("isa", list(INT8_LAYOUTS), indirect=True)
+
+
 @pytest.fixture(params=["int8", "float"])
-def int4_activations(request, ext):
-    """Both settings of the int4 activations (TORCHPLUG_CPU_INT4_ACTIVATIONS): int8 where the CPU can."""
+def int4_activations(request, ext, isa):
+    """Both settings of the int4 activations (TORCHPLUG_CPU_INT4_ACTIVATIONS): int8 where the path can."""
     if request.param == "int8" and not ext.int4_int8_dots_supported():
-        pytest.skip("this CPU has no AVX512-VNNI and VBMI: int4 activations stay float")
+        pytest.skip(f"the {isa} path has no int8 activations on this CPU (avx512 needs AVX512-VNNI and VBMI)")
+    if request.param == "int8" and not reads_layout_with_int8(ext):
+        pytest.skip(f"the {isa} path's int8 activations do not read torch's "
+                    f"{torch.backends.cpu.get_cpu_capability()} layout")
     ext.set_int4_int8_dots(request.param == "int8")
     yield request.param
     ext.set_int4_int8_dots(kernels.int4_activations() == "int8")
 
 
 # (m, k, n, group): decode rows on the int8 activations' path (k a multiple of 32), with every group
-# size, a narrower last block, a shorter last group, 1 to 16 rows (4 per pass, and the rest).
+# size, a group longer than k, a narrower last block (16 or 48 columns past a multiple of 32 / 64),
+# a block narrower than the first, 1 to 16 rows (4 or 2 per pass, and the rest).
 INT8_ACTIVATION_SHAPES = [(1, 2048, 256, 128), (1, 64, 16, 32), (2, 96, 80, 64), (3, 224, 112, 32),
-                          (4, 512, 64, 256), (5, 160, 48, 128), (7, 320, 208, 64), (16, 256, 96, 64)]
+                          (4, 512, 64, 256), (5, 160, 48, 128), (6, 128, 176, 32), (7, 320, 208, 64),
+                          (9, 96, 144, 256), (16, 256, 96, 64)]
 
 
+@INT8_PATHS
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("m,k,n,group", INT8_ACTIVATION_SHAPES,
                          ids=[f"{m}x{k}x{n}-g{g}" for m, k, n, g in INT8_ACTIVATION_SHAPES])
@@ -197,6 +224,7 @@ def test_int4_activations_rounded_to_int8_stay_within_their_bound(ext, int4_acti
             assert_quant_close(out, x, w, terms)
 
 
+@INT8_PATHS
 @pytest.mark.parametrize("bad", [float("inf"), float("nan")])
 def test_int4_rows_with_infinities_keep_float_activations(ext, int4_activations, bad):
     """A row holding an infinity or NaN cannot be rounded to int8: that call runs the float path, so
@@ -221,10 +249,15 @@ def test_int4_activations_setting_is_read_from_the_environment():
     assert "int8 dots: True True" in result.stdout or "int8 dots: False False" in result.stdout
     bad = run_python(code, check=False, TORCHPLUG_CPU_INT4_ACTIVATIONS="int4")
     assert bad.returncode != 0 and "TORCHPLUG_CPU_INT4_ACTIVATIONS=int4; expected one of int8, float" in bad.stderr
+    if "avx2" in kernels.load().supported_isas():  # the avx2 path has them on every CPU that runs it
+        assert "int8 dots: True True" in run_python(code, TORCHPLUG_CPU_ISA="avx2").stdout
+        assert "int8 dots: False True" in run_python(code, TORCHPLUG_CPU_ISA="avx2",
+                                                     TORCHPLUG_CPU_INT4_ACTIVATIONS="float").stdout
 
 
+@INT8_PATHS
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_the_check_catches_one_wrong_scale(ext, dtype):
+def test_the_check_catches_one_wrong_scale(ext, isa, dtype):
     """The bound is tight enough that a kernel reading one wrong scale fails it: the kernel's result,
     checked against weights where one column (int8) or one group of one column (int4) has its
     neighbour's scale, as an off-by-one in the kernel would read it."""
@@ -343,6 +376,20 @@ def test_int4_reads_the_layout_torch_packs_for_each_cpu_capability(ext, capabili
     code = LAYOUT_CHECK.format(tests=str(Path(__file__).parent), capability=capability)
     result = run_python(code, ATEN_CPU_CAPABILITY=capability.lower())
     assert "checked" in result.stdout
+
+
+def test_int8_activations_read_torchs_avx2_layout(ext):
+    """torch's AVX2 layout (blocks of 32 columns), which it packs only with its AVX2 kernels: the int8
+    activations' tests, the planted wrong scale and the infinities in a process where torch runs them
+    (ATEN_CPU_CAPABILITY=avx2), where the avx2 path's int8 activations must run, not be skipped."""
+    if "avx2" not in ext.supported_isas():
+        pytest.skip(f"this CPU cannot run the avx2 path (it supports {ext.supported_isas()})")
+    tests = "int8_stay_within_their_bound or infinities_keep_float or one_wrong_scale"
+    result = run_process([sys.executable, "-m", "pytest", __file__, "-q", "-rs", "-p", "no:cacheprovider", "-k", tests],
+                         cwd=Path(__file__).parent, env=clean_env(ATEN_CPU_CAPABILITY="avx2"))
+    skipped_avx2 = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED") and "avx2 path" in line]
+    assert not skipped_avx2, skipped_avx2
+    assert int(re.search(r"(\d+) passed", result.stdout)[1]) >= 2 * 2 * len(INT8_ACTIVATION_SHAPES)
 
 
 @pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python-wrapper", "cpp-wrapper"])

@@ -23,9 +23,9 @@ than 8 rows and 8 columns go to it (faster there); torchplug's GEMM keeps the sk
 
 TORCHPLUG_CPU_INT4_ACTIVATIONS=int8|float: int4 weight-only products of a few rows (decode) with
 fp16 or bf16 activations round them to int8 per block of 32 (llama.cpp's Q8_0) and run integer dot
-products where the CPU has AVX512-VNNI and VBMI and the avx512 path runs (`int8`, the default;
-csrc/quant_vnni.h); `float` keeps them in fp32 (slower there, without the activations' rounding
-error). fp32 activations always keep fp32.
+products on the avx512 path where the CPU has AVX512-VNNI and VBMI, and on the avx2 path (`int8`,
+the default; csrc/quant_int8_activations.h); `float` keeps them in fp32 (slower there, without the
+activations' rounding error). fp32 activations always keep fp32.
 
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
@@ -168,7 +168,8 @@ def int4_activations() -> str:
     choice = os.environ.get(INT4_ACTIVATIONS_ENV, "").strip().lower() or "int8"
     if choice not in INT4_ACTIVATIONS:
         raise ValueError(f"torchplug-cpu: unknown {INT4_ACTIVATIONS_ENV}={choice}; expected one of "
-                         f"{', '.join(INT4_ACTIVATIONS)} (or unset it for int8 where the CPU has AVX512-VNNI)")
+                         f"{', '.join(INT4_ACTIVATIONS)} (or unset it for int8 on the avx2 path, and on the avx512 one "
+                         f"with AVX512-VNNI)")
     return choice
 
 

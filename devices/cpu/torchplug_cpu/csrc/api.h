@@ -46,12 +46,14 @@ std::string current_isa();
 // The avx512emu test path's kernel table, from its own extension (avx512emu_module.cpp), which
 // kernels.py builds and loads the first time that path is selected.
 void register_test_path(uintptr_t table);
-// int4 decode rows with int8 activations (quant_vnni.h): whether this CPU can run them (AVX512-VNNI
-// and VBMI), the setting (on unless kernels.py's TORCHPLUG_CPU_INT4_ACTIVATIONS=float), and
-// whether they run now (supported, on, and the avx512 path active).
+// int4 decode rows with int8 activations (quant_int8_activations.h): whether the active ISA path
+// has them on this CPU (avx512 with AVX512-VNNI and VBMI, or avx2), the setting (on unless
+// kernels.py's TORCHPLUG_CPU_INT4_ACTIVATIONS=float), whether they run now (both), and then their
+// kernels per dtype (isa.h; null when they do not run).
 bool int4_int8_dots_supported();
 void set_int4_int8_dots(bool on);
 bool int4_int8_dots();
+const IsaKernels::QuantTasks* int4_int8_kernels();
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
 // views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)

@@ -83,7 +83,7 @@ inline int64_t quant_scratch(const GemmBlocking& g, const QuantProblem& p, bool 
   auto up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
   // skinny: x in fp32, x's sums per int4 group (groups are 32 columns or more), the fp32 results
   // (int4: of up to 4 rows by a block of 64), one group's 64 scales and zeros
-  // (int4: then x rounded to int8 for quant_vnni.h, its scales per 32 and its bytes)
+  // (int4: then x rounded to int8 for quant_int8_activations.h, its scales per 32 and its bytes)
   if (!gemm) {
     const int64_t skinny = up(p.m * p.k, 16) + up(p.m * (p.k / 32 + 1), 16) + up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64;
     return p.block == 0 ? skinny : skinny + up(p.m * (p.k / 32 + 1), 16) + up(p.m * p.k / 4 + 1, 16);
@@ -147,9 +147,11 @@ const IsaKernels& scalar_kernels();
 const IsaKernels& avx2_kernels();
 const IsaKernels& avx512_kernels();
 const IsaKernels& avx512emu_kernels();
-// isa_avx512vnni.cpp: quant_vnni.h's int4 decode kernels (int8 activations) per dtype (null for
-// fp32, whose callers asked for fp32's precision), which replace the avx512 table's int4_gemv where
-// the CPU has AVX512-VNNI and VBMI (isa_select.cpp).
-const IsaKernels::QuantTasks* int4_gemv_int8_dots();
+// int4 decode kernels with int8 activations (quant_int8_activations.h) per dtype (null for fp32,
+// whose callers asked for fp32's precision), which replace a table's int4_gemv (isa_select.cpp):
+// isa_avx512vnni.cpp's (quant_vnni.h) the avx512 table's where the CPU has AVX512-VNNI and VBMI,
+// isa_avx2.cpp's (quant_avx2_dots.h) the avx2 table's.
+const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots();
+const IsaKernels::QuantTasks* avx2_int4_gemv_int8_dots();
 
 }  // namespace torchplug_cpu

@@ -10,3 +10,17 @@ namespace torchplug_cpu::TP_ISA {
 }
 #include "isa_table.h"
 TP_DEFINE_ISA_KERNELS(Avx2, avx2_kernels)
+
+namespace torchplug_cpu {
+namespace TP_ISA {
+#include "quant_int8_activations.h"
+#include "quant_avx2_dots.h"
+}  // namespace TP_ISA
+
+const IsaKernels::QuantTasks* avx2_int4_gemv_int8_dots() {
+  using Q = TP_ISA::QuantAvx2Dots<TP_ISA::Avx2>;
+  static constexpr IsaKernels::QuantTasks kKernels[kNumDtypes] = {
+      nullptr, &Q::int4_gemv<bf16_t>, &Q::int4_gemv<fp16_t>};  // fp32 activations keep fp32
+  return kKernels;
+}
+}  // namespace torchplug_cpu

@@ -1,6 +1,7 @@
-// int4 decode rows with int8 activations on AVX512-VNNI (quant_vnni.h): AVX-512F plus BW (byte
-// vectors), VBMI (vpermt2b) and VNNI (vpdpbusd). Only this file is compiled for those; quant_ops.cpp
-// calls it only on CPUs that have them (isa_select.cpp) while the avx512 path is active.
+// int4 decode rows with int8 activations on AVX512-VNNI (quant_int8_activations.h, quant_vnni.h):
+// AVX-512F plus BW (byte vectors), VBMI (vpermt2b) and VNNI (vpdpbusd). Only this file is compiled
+// for those; quant_ops.cpp calls it only on CPUs that have them (isa_select.cpp) while the avx512
+// path is active.
 #include <immintrin.h>
 #include "isa.h"
 #pragma GCC target("avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")
@@ -11,11 +12,12 @@ namespace torchplug_cpu::TP_ISA {
 #include "gemv_kernel.h"
 #include "llm_kernels.h"
 #include "quant_kernel.h"
+#include "quant_int8_activations.h"
 #include "quant_vnni.h"
 }  // namespace torchplug_cpu::TP_ISA
 
 namespace torchplug_cpu {
-const IsaKernels::QuantTasks* int4_gemv_int8_dots() {
+const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots() {
   using Q = TP_ISA::QuantVnni<TP_ISA::Avx512>;
   static constexpr IsaKernels::QuantTasks kKernels[kNumDtypes] = {
       nullptr, &Q::int4_gemv<bf16_t>, &Q::int4_gemv<fp16_t>};  // fp32 activations keep fp32

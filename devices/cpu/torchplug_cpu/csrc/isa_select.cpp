@@ -14,7 +14,7 @@ namespace {
 struct CpuFeatures {
   bool avx2_fma_f16c = false;
   bool avx512f = false;
-  bool avx512_vnni_vbmi = false;  // with BW: what quant_vnni.h needs
+  bool avx512_vnni_vbmi = false;  // with BW: what quant_vnni.h needs (quant_avx2_dots.h: avx2_fma_f16c)
 };
 
 CpuFeatures detect() {
@@ -117,13 +117,23 @@ void register_test_path(uintptr_t table) {
   g_test_path.store(reinterpret_cast<const IsaKernels*>(table), std::memory_order_release);
 }
 
-bool int4_int8_dots_supported() { return features().avx512_vnni_vbmi; }
+namespace {
+const IsaKernels::QuantTasks* int8_kernels_of_active_path() {
+  const IsaKernels* active = &active_kernels();
+  if (active == &avx512_kernels() && features().avx512_vnni_vbmi) return avx512vnni_int4_gemv_int8_dots();
+  if (active == &avx2_kernels()) return avx2_int4_gemv_int8_dots();
+  return nullptr;
+}
+}  // namespace
+
+bool int4_int8_dots_supported() { return int8_kernels_of_active_path() != nullptr; }
 
 void set_int4_int8_dots(bool on) { g_int4_int8_dots.store(on, std::memory_order_relaxed); }
 
-bool int4_int8_dots() {
-  return g_int4_int8_dots.load(std::memory_order_relaxed) && int4_int8_dots_supported() &&
-         &active_kernels() == &avx512_kernels();
+const IsaKernels::QuantTasks* int4_int8_kernels() {
+  return g_int4_int8_dots.load(std::memory_order_relaxed) ? int8_kernels_of_active_path() : nullptr;
 }
+
+bool int4_int8_dots() { return int4_int8_kernels() != nullptr; }
 
 }  // namespace torchplug_cpu

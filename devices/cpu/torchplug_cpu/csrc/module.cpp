@@ -17,7 +17,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_test_path", &tc::register_test_path, "the avx512emu path's kernel table, by address",
         py::arg("table"));
   m.def("int4_int8_dots_supported", &tc::int4_int8_dots_supported,
-        "whether this CPU can run int4 decode rows with int8 activations (AVX512-VNNI and VBMI)");
+        "whether the active ISA path can run int4 decode rows with int8 activations on this CPU "
+        "(avx512 with AVX512-VNNI and VBMI, or avx2)");
   m.def("set_int4_int8_dots", &tc::set_int4_int8_dots, "allow (True) or forbid int4 decode rows with int8 activations",
         py::arg("on"));
   m.def("int4_int8_dots", &tc::int4_int8_dots, "whether int4 decode rows run with int8 activations now");

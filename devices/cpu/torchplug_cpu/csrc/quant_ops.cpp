@@ -121,11 +121,14 @@ Tensor weight_int4pack_mm(const Tensor& x, const Tensor& w, int64_t group, const
   const int d = *kernel_dtype(x.scalar_type());
   const bool skinny = p.m <= kSkinnyRows;
   if (skinny) p.nc = skinny_columns(p.m, n, p.block, false);
-  // fp16 / bf16 activations rounded to int8 and integer dot products (quant_vnni.h) where the CPU
-  // has them, for torch's AVX-512 layout and whole blocks of 32 along k
-  const bool int8_dots = skinny && p.block == 64 && p.split && k % 32 == 0 && int4_int8_dots() &&
-                         int4_gemv_int8_dots()[d] != nullptr;
-  run(p, !skinny, int8_dots ? int4_gemv_int8_dots()[d] : skinny ? active_kernels().int4_gemv[d] : active_kernels().int4_gemm[d]);
+  // fp16 / bf16 activations rounded to int8 and integer dot products (quant_int8_activations.h)
+  // where the active path has them, for whole blocks of 32 along k (those kernels run the float
+  // path for a packed layout they do not read)
+  const IsaKernels::QuantTasks* int8_dots = skinny && k % 32 == 0 ? int4_int8_kernels() : nullptr;
+  const IsaKernels::QuantTasks kernel = int8_dots && int8_dots[d] ? int8_dots[d]
+                                       : skinny                   ? active_kernels().int4_gemv[d]
+                                                                  : active_kernels().int4_gemm[d];
+  run(p, !skinny, kernel);
   return out;
 }
 

@@ -1,0 +1,124 @@
+// int4 decode rows with int8 activations and integer dot products, as llama.cpp's Q4_0 x Q8_0: the
+// part every ISA shares. The float path (quant_kernel.h, int4_gemv) is bound by converting nibbles
+// to floats; here each ISA's `Dots` (quant_vnni.h: AVX512-VNNI vpdpbusd; quant_avx2_dots.h: AVX2
+// vpmaddubsw) multiplies the nibbles by int8 bytes directly.
+//  - Each x row is rounded to int8 once per call, per block of 32 along k (groups are multiples of
+//    32): d = max|x| / 127, xq = round(x * (1 / d)) to nearest even, in fp32 (exactly what the
+//    tests recompute). The result is x_hat @ dequantized(w)^T with x_hat = d * xq: the products
+//    are exact in integers, their block sums scaled by d in fp32.
+//  - Per group, as the float path: scale * sum(x_hat q) + (zero - 8 scale) * sum(x_hat).
+// Only split blocks (torch's AVX-512 layout of 64 columns, and its AVX2 one of 32 where Dots reads
+// it) with k a multiple of 32 run here (quant_ops.cpp checks k); any other layout, and a row with
+// an infinity or NaN (which then propagates as torch's does), run the float path.
+// Dots provides:
+//   kRows: x rows per pass over a block of weights (their sums stay in registers);
+//   kBlock32: whether it reads torch's AVX2 layout (blocks of 32) besides the AVX-512 one;
+//   quantize_block(x, xq, &d, &sum): 32 floats to int8 (with their scale d and the sum of the
+//     bytes); false if one is an infinity or NaN;
+//   group_dots<BW, Rn>(p, blk, b0, b1, xq, d, part): part[r * BW + column] = sum over blocks b of
+//     32 k in [b0, b1) of d[r * blocks + b] * (xq's block . the block's nibbles), for rows r < Rn
+//     (xq: rows p.k bytes apart), one full block of BW columns.
+// Included inside namespace torchplug_cpu::<isa>, after quant_kernel.h.
+#pragma once
+
+template <class I, class Dots>
+struct Int8Activations : Quant<I> {
+  using Q = Quant<I>;
+  using V = typename I::V;
+  static constexpr int64_t kBlock = 32;  // k values per activation scale
+
+  static bool reads(const QuantProblem& p) { return p.split && (p.block == 64 || (Dots::kBlock32 && p.block == 32)); }
+
+  // Rows [0, m) of a32 (k floats each, k a multiple of 32) as int8 xq with scales d per block of 32,
+  // and xs[r * groups + g] = sum of d * xq over group g. False if a row holds an infinity or NaN.
+  static bool quantize_rows(const QuantProblem& p, const float* a32, int8_t* xq, float* d, float* xs, int64_t groups) {
+    const int64_t blocks = p.k / kBlock, per_group = p.group / kBlock;
+    for (int64_t r = 0; r < p.m; ++r) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        float scale;
+        int32_t sum;
+        if (!Dots::quantize_block(a32 + r * p.k + b * kBlock, xq + r * p.k + b * kBlock, &scale, &sum)) return false;
+        d[r * blocks + b] = scale;
+        const float part = scale * static_cast<float>(sum);
+        float& total = xs[r * groups + b / per_group];
+        total = b % per_group == 0 ? part : total + part;
+      }
+    }
+    return true;
+  }
+
+  // Rows [0, Rn) of xq / d against one full split block of BW columns: tot[r * BW + column].
+  template <int BW, int Rn, class T>
+  static void block_rows(const QuantProblem& p, const uint8_t* blk, int64_t c0, const int8_t* xq, const float* d,
+                         const float* xs, int64_t groups, float* tot, float* scale, float* zero) {
+    constexpr int NV = BW / I::W;
+    const int64_t blocks = p.k / kBlock;
+    alignas(64) float part[Rn * BW];
+    std::memset(tot, 0, Rn * BW * sizeof(float));
+    for (int64_t g = 0; g < groups; ++g) {
+      Q::template group_scales_vec<T>(p, g, c0, BW, scale, zero);
+      Dots::template group_dots<BW, Rn>(p, blk, g * p.group / kBlock, std::min(blocks, (g + 1) * p.group / kBlock),
+                                        xq, d, part);
+      for (int r = 0; r < Rn; ++r) {
+        const V sum_x = I::set1(xs[r * groups + g]);
+        for (int v = 0; v < NV; ++v) {
+          float* t = tot + r * BW + v * I::W;
+          const V dots = I::load(part + r * BW + v * I::W);
+          I::store(t, I::fma(I::load(scale + v * I::W), dots, I::fma(I::load(zero + v * I::W), sum_x, I::load(t))));
+        }
+      }
+    }
+  }
+
+  // All m rows against one full block, Dots::kRows rows per pass, written to out as T.
+  template <int BW, class T>
+  static void full_block(const QuantProblem& p, const uint8_t* blk, int64_t c0, const int8_t* xq, const float* d,
+                         const float* xs, int64_t groups, float* tot, float* scale, float* zero) {
+    constexpr int RP = Dots::kRows;
+    const int64_t blocks = p.k / kBlock;
+    for (int64_t r0 = 0; r0 < p.m; r0 += RP) {
+      const int8_t* x = xq + r0 * p.k;
+      const float* dr = d + r0 * blocks;
+      const float* xr = xs + r0 * groups;
+      switch (std::min<int64_t>(RP, p.m - r0)) {
+        case 4: block_rows<BW, (RP >= 4 ? 4 : 1), T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
+        case 3: block_rows<BW, (RP >= 3 ? 3 : 1), T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
+        case 2: block_rows<BW, (RP >= 2 ? 2 : 1), T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
+        default: block_rows<BW, 1, T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
+      }
+      for (int64_t r = r0; r < std::min(p.m, r0 + RP); ++r)
+        Q::template write_row<T>(tot + (r - r0) * BW, nullptr, BW, static_cast<T*>(p.out) + r * p.out_rs + c0);
+    }
+  }
+
+  // int4_gemv's contract (quant_kernel.h) for k % 32 == 0; scratch: quant_scratch() floats (which
+  // counts xq and d for int4). Layouts Dots does not read run the float path.
+  template <class T> static void int4_gemv(const QuantProblem& p, int64_t begin, int64_t end, float* scratch) {
+    if (!reads(p)) return Q::template int4_gemv<T>(p, begin, end, scratch);
+    const int64_t groups = (p.k + p.group - 1) / p.group;
+    float* a32 = scratch;
+    float* xs = a32 + Q::up(p.m * p.k, 16);
+    float* tot = xs + Q::up(p.m * (p.k / 32 + 1), 16);
+    float* scale = tot + Q::up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16);
+    float* zero = scale + 64;
+    float* d = zero + 64;
+    int8_t* xq = reinterpret_cast<int8_t*>(d + Q::up(p.m * (p.k / 32 + 1), 16));
+    Q::G::pack(static_cast<const T*>(p.x), p.x_rs, 1, p.m, p.k, a32, p.k, p.m, p.k);
+    if (!quantize_rows(p, a32, xq, d, xs, groups)) return Q::template int4_gemv<T>(p, begin, end, scratch);
+    const int64_t blocks = p.k / kBlock;
+    for (int64_t c = begin * p.nc; c < std::min(p.n, end * p.nc);) {
+      int64_t c0, bw;
+      const uint8_t* blk = Q::block_of(p, c, &c0, &bw);
+      if (bw != p.block) {  // the last, narrower block: the float path's loop on x_hat
+        for (int64_t r = 0; r < p.m; ++r)
+          for (int64_t kk = 0; kk < p.k; ++kk) a32[r * p.k + kk] = d[r * blocks + kk / kBlock] * xq[r * p.k + kk];
+        Q::template int4_narrow_block<T>(p, blk, c0, bw, a32, xs, groups, scale, zero);
+      } else if (bw == 64) {
+        full_block<64, T>(p, blk, c0, xq, d, xs, groups, tot, scale, zero);
+      } else if constexpr (Dots::kBlock32) {
+        full_block<32, T>(p, blk, c0, xq, d, xs, groups, tot, scale, zero);
+      }
+      c = c0 + bw;
+    }
+  }
+};
