@@ -27,6 +27,10 @@ products on the avx512 path where the CPU has AVX512-VNNI and VBMI, and on the a
 the default; csrc/quant_int8_activations.h); `float` keeps them in fp32 (slower there, without the
 activations' rounding error). fp32 activations always keep fp32.
 
+TORCHPLUG_CPU_PREFETCH_KB=N: how far ahead (KB) the skinny products (decode's F.linear) prefetch
+their weight stream. Unset: this CPU's measured distance where PREFETCH_BY_CPU has one, else the ISA
+path's own (gemv_kernel.h: 6 KB on avx512, 1 KB on avx2).
+
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
 `stock` keeps torch's (MKL). `auto` (the default) is a CPU-vendor rule: oneDNN on AMD CPUs whose
@@ -48,6 +52,12 @@ ISA_ENV = "TORCHPLUG_CPU_ISA"
 FP32_ENV = "TORCHPLUG_CPU_FP32"
 FP32_ROUTES = ("auto", "onednn", "stock")
 INT4_ACTIVATIONS_ENV = "TORCHPLUG_CPU_INT4_ACTIVATIONS"
+PREFETCH_ENV = "TORCHPLUG_CPU_PREFETCH_KB"
+# The skinny products' prefetch distance (KB) where a CPU kind was measured to want another than its
+# ISA path's own: (CPUID vendor, ISA path) -> (KB, where it was measured). docs/cpu-fp16.md has the figures.
+PREFETCH_BY_CPU = {
+    ("GenuineIntel", "avx512"): (12, "Xeon (family 6) VM: 499M fp16 decode 0.87x -> 0.97-0.99x llama.cpp F16"),
+}
 INT4_ACTIVATIONS = ("int8", "float")
 EXTENSION_NAME = "torchplug_cpu_ext"
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -129,7 +139,24 @@ def select_isa(name: str | None = None, build: bool = True) -> str:
             raise ValueError(f"torchplug-cpu: {ISA_ENV}={TEST_PATH}: that test path is not built yet; build it "
                              f"once with: {ISA_ENV}={TEST_PATH} torchplug build cpu")
         ext.set_isa(choice or ext.supported_isas()[0])
+        kb, _ = gemv_prefetch(ext.current_isa())
+        ext.set_gemv_prefetch_bytes(-1 if kb is None else kb << 10)
         return ext.current_isa()
+
+
+def gemv_prefetch(isa: str) -> tuple[int | None, str]:
+    """(KB, why) the skinny products prefetch ahead on ISA path `isa`: $TORCHPLUG_CPU_PREFETCH_KB, else
+    this CPU's entry in PREFETCH_BY_CPU, else (None, ...): the path's own. ValueError on a bad value."""
+    value = os.environ.get(PREFETCH_ENV, "").strip()
+    if value:
+        if not value.isdigit():
+            raise ValueError(f"torchplug-cpu: {PREFETCH_ENV}={value!r} is not a whole number of KB (0 or more); "
+                             f"unset it for this CPU's distance")
+        return int(value), f"{PREFETCH_ENV}={value}"
+    found = PREFETCH_BY_CPU.get((extension().cpu_vendor(), isa))
+    if found is None:
+        return None, f"the {isa} path's own"
+    return found[0], found[1]
 
 
 def load(build: bool = True) -> ModuleType | None:
@@ -213,9 +240,10 @@ def fp32_status() -> str:
 
 def fp16_status() -> str:
     """How float16 GEMMs run while loaded, for `torchplug list`."""
-    if loaded() and onednn_fp16():
-        return "fp16 GEMM: torchplug's up to 8 rows or columns, torch's oneDNN (AVX512-FP16) beyond"
-    return "fp16 GEMM: torchplug's"
+    gemm = ("fp16 GEMM: torchplug's up to 8 rows or columns, torch's oneDNN (AVX512-FP16) beyond"
+            if loaded() and onednn_fp16() else "fp16 GEMM: torchplug's")
+    bytes_ahead = extension().gemv_prefetch_bytes() if loaded() else -1
+    return gemm if bytes_ahead < 0 else f"{gemm}, prefetching {bytes_ahead >> 10} KB ahead in decode"
 
 
 def _register_llm_ops() -> None:

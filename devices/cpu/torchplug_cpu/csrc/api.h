@@ -54,6 +54,8 @@ bool int4_int8_dots_supported();
 void set_int4_int8_dots(bool on);
 bool int4_int8_dots();
 const IsaKernels::QuantTasks* int4_int8_kernels();
+// The skinny products' prefetch distance in bytes (isa.h's gemv_prefetch_bytes); negative: the path's own.
+void set_gemv_prefetch_bytes(int64_t bytes);
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
 // views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)

@@ -21,11 +21,16 @@ struct Gemv {
   template <class Bt> static constexpr int64_t kLine = 64 / sizeof(Bt);
   template <class Bt> static constexpr int kLineVectors = kLine<Bt> / W < 4 ? kLine<Bt> / W : 4;
 
-  // How far ahead of the FMAs dots() prefetches B, in 64-byte lines: 1 KB on the AVX2 path (tuned
-  // on Zen 3), 6 KB on the AVX-512 path. On a Zen 5 core 1 KB cost 7-9% of the GB/s of no software
-  // prefetch at all; 6 KB gained 5% over none (one thread: 32 -> 37 GB/s in F.linear, weights from
-  // memory), and two threads were bound by memory at any distance.
+  // How far ahead of the FMAs dots() prefetches B, in 64-byte lines, unless kernels.py set another
+  // distance for this CPU (prefetch_lines()): 1 KB on the AVX2 path (tuned on Zen 3), 6 KB on the
+  // AVX-512 path. On a Zen 5 core 1 KB cost 7-9% of the GB/s of no software prefetch at all; 6 KB
+  // gained 5% over none (one thread: 32 -> 37 GB/s in F.linear, weights from memory), and two
+  // threads were bound by memory at any distance.
   static constexpr int64_t kPrefetchLines = W >= 16 ? 96 : 16;
+  static int64_t prefetch_lines() {
+    const int64_t bytes = gemv_prefetch_bytes();
+    return bytes < 0 ? kPrefetchLines : bytes / 64;
+  }
 
   // sums[r * ld + j] = a[r] . b[:, j] for R rows of a (k floats each, `k` apart) and the n
   // columns of b (`cs` apart, contiguous along k). The columns are read one after the other,
@@ -40,6 +45,7 @@ struct Gemv {
     constexpr int64_t step = U * W;
     static_assert(KC % step == 0, "a KC slice is whole steps");
     const int64_t k_steps = k - k % step, k_vec = k - k % W;
+    const int64_t ahead = prefetch_lines() * kLine<Bt>;  // elements
     for (int64_t j = 0; j < n; ++j) {
       const Bt* col = b + j * cs;
       V total[R], part[R][U];
@@ -50,9 +56,9 @@ struct Gemv {
         for (int r = 0; r < R; ++r)
           for (int u = 0; u < U; ++u) part[r][u] = I::zero();
         for (; kk < slice_end; kk += step) {
-          // kPrefetchLines ahead, once per line: the next lines are on their way before the loop
+          // `ahead` elements ahead, once per line: the next lines are on their way before the loop
           // reaches them, in this column or the next ones (a prefetch past B's end is harmless).
-          if (kk % kLine<Bt> == 0) __builtin_prefetch(col + kk + kPrefetchLines * kLine<Bt>, 0, 3);
+          if (kk % kLine<Bt> == 0) __builtin_prefetch(col + kk + ahead, 0, 3);
           for (int u = 0; u < U; ++u) {
             const V bv = I::load(col + kk + u * W);
             for (int r = 0; r < R; ++r) part[r][u] = I::fma(I::load(a + r * k + kk + u * W), bv, part[r][u]);

@@ -21,6 +21,11 @@ struct bf16_t { uint16_t bits; };
 enum Dtype : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 constexpr int kNumDtypes = 3;
 
+// How far ahead the skinny products' dot kernels (gemv_kernel.h) prefetch their weight stream, in
+// bytes: what kernels.py set for this CPU and path (TORCHPLUG_CPU_PREFETCH_KB), or negative for
+// the ISA path's own distance. Defined in isa_select.cpp.
+int64_t gemv_prefetch_bytes();
+
 // C[b] = alpha * A[b] @ B[b] + beta * Cin[b] in fp16 with fp32 accumulation; strides in elements.
 // Cin is read only when beta != 0 (then it may be C itself: each element is read before it is
 // written, by the same task) and may broadcast (stride 0).

@@ -136,4 +136,12 @@ const IsaKernels::QuantTasks* int4_int8_kernels() {
 
 bool int4_int8_dots() { return int4_int8_kernels() != nullptr; }
 
+namespace {
+std::atomic<int64_t> g_gemv_prefetch_bytes{-1};
+}  // namespace
+
+int64_t gemv_prefetch_bytes() { return g_gemv_prefetch_bytes.load(std::memory_order_relaxed); }
+
+void set_gemv_prefetch_bytes(int64_t bytes) { g_gemv_prefetch_bytes.store(bytes, std::memory_order_relaxed); }
+
 }  // namespace torchplug_cpu

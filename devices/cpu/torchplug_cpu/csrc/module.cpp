@@ -22,6 +22,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_int4_int8_dots", &tc::set_int4_int8_dots, "allow (True) or forbid int4 decode rows with int8 activations",
         py::arg("on"));
   m.def("int4_int8_dots", &tc::int4_int8_dots, "whether int4 decode rows run with int8 activations now");
+  m.def("set_gemv_prefetch_bytes", &tc::set_gemv_prefetch_bytes,
+        "how far ahead the skinny products prefetch their weights, in bytes (negative: the ISA path's own)",
+        py::arg("bytes"));
+  m.def("gemv_prefetch_bytes", &tc::gemv_prefetch_bytes,
+        "the skinny products' prefetch distance set (negative: the path's own)");
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");
   m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
   m.def("set_fp32_route_skinny", &tc::set_fp32_route_skinny, "route only skinny float32 F.linear products to oneDNN",
