@@ -443,16 +443,14 @@ def test_set_isa_rejects_unknown_names(ext):
 def test_decode_prefetch_distance_follows_the_cpu_table_and_the_environment(ext):
     """TORCHPLUG_CPU_PREFETCH_KB sets how far ahead the skinny products prefetch, on every path; unset,
     a CPU kind in PREFETCH_BY_CPU gets its measured distance on that path, any other the path's own
-    (-1); a bad value is refused naming the variable. The distance is a hint: products stay exact."""
+    (-1); a bad value is refused naming the variable."""
     code = """
         import json, torch
         from torchplug_cpu import kernels
         ext = kernels.load()
-        a, w = torch.randn(1, 1000).half(), torch.randn(300, 1000).half()
-        exact = torch.equal(torch.nn.functional.linear(a, w), (a.float() @ w.float().t()).half())
-        print(json.dumps([ext.gemv_prefetch_bytes(), ext.cpu_vendor(), kernels.current_isa(), exact]))
+        print(json.dumps([ext.gemv_prefetch_bytes(), ext.cpu_vendor(), kernels.current_isa()]))
     """
-    bytes_ahead, vendor, isa, _ = json.loads(run_python(code).stdout)
+    bytes_ahead, vendor, isa = json.loads(run_python(code).stdout)
     measured = kernels.PREFETCH_BY_CPU.get((vendor, isa))
     assert bytes_ahead == (-1 if measured is None else measured[0] << 10)
     assert json.loads(run_python(code, TORCHPLUG_CPU_PREFETCH_KB="3").stdout)[0] == 3 << 10
