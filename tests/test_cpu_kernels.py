@@ -452,7 +452,7 @@ def test_decode_prefetch_distance_follows_the_cpu_table_and_the_environment(ext)
     """
     bytes_ahead, vendor, isa = json.loads(run_python(code).stdout)
     measured = kernels.PREFETCH_BY_CPU.get((vendor, isa))
-    assert bytes_ahead == (-1 if measured is None else measured[0] << 10)
+    assert bytes_ahead == (-1 if measured is None else measured << 10)
     assert json.loads(run_python(code, TORCHPLUG_CPU_PREFETCH_KB="3").stdout)[0] == 3 << 10
     assert json.loads(run_python(code, TORCHPLUG_CPU_PREFETCH_KB="0", TORCHPLUG_CPU_ISA="scalar").stdout)[0] == 0
     bad = run_python(code, check=False, TORCHPLUG_CPU_PREFETCH_KB="6k")

@@ -54,9 +54,9 @@ FP32_ROUTES = ("auto", "onednn", "stock")
 INT4_ACTIVATIONS_ENV = "TORCHPLUG_CPU_INT4_ACTIVATIONS"
 PREFETCH_ENV = "TORCHPLUG_CPU_PREFETCH_KB"
 # The skinny products' prefetch distance (KB) where a CPU kind was measured to want another than its
-# ISA path's own: (CPUID vendor, ISA path) -> (KB, where it was measured). docs/cpu-fp16.md has the figures.
+# ISA path's own: (CPUID vendor, ISA path) -> KB. docs/cpu-fp16.md has the figures behind each entry.
 PREFETCH_BY_CPU = {
-    ("GenuineIntel", "avx512"): (12, "Xeon (family 6) VM: 499M fp16 decode 0.87x -> 0.97-0.99x llama.cpp F16"),
+    ("GenuineIntel", "avx512"): 12,  # Xeon (family 6) VM: 499M fp16 decode 0.87x -> 0.97-0.99x llama.cpp F16
 }
 INT4_ACTIVATIONS = ("int8", "float")
 EXTENSION_NAME = "torchplug_cpu_ext"
@@ -139,24 +139,21 @@ def select_isa(name: str | None = None, build: bool = True) -> str:
             raise ValueError(f"torchplug-cpu: {ISA_ENV}={TEST_PATH}: that test path is not built yet; build it "
                              f"once with: {ISA_ENV}={TEST_PATH} torchplug build cpu")
         ext.set_isa(choice or ext.supported_isas()[0])
-        kb, _ = gemv_prefetch(ext.current_isa())
+        kb = gemv_prefetch_kb(ext.current_isa())
         ext.set_gemv_prefetch_bytes(-1 if kb is None else kb << 10)
         return ext.current_isa()
 
 
-def gemv_prefetch(isa: str) -> tuple[int | None, str]:
-    """(KB, why) the skinny products prefetch ahead on ISA path `isa`: $TORCHPLUG_CPU_PREFETCH_KB, else
-    this CPU's entry in PREFETCH_BY_CPU, else (None, ...): the path's own. ValueError on a bad value."""
+def gemv_prefetch_kb(isa: str) -> int | None:
+    """How far ahead (KB) the skinny products prefetch on ISA path `isa`: $TORCHPLUG_CPU_PREFETCH_KB, else
+    this CPU's entry in PREFETCH_BY_CPU, else None (the path's own). ValueError on a bad value."""
     value = os.environ.get(PREFETCH_ENV, "").strip()
     if value:
         if not value.isdigit():
             raise ValueError(f"torchplug-cpu: {PREFETCH_ENV}={value!r} is not a whole number of KB (0 or more); "
                              f"unset it for this CPU's distance")
-        return int(value), f"{PREFETCH_ENV}={value}"
-    found = PREFETCH_BY_CPU.get((extension().cpu_vendor(), isa))
-    if found is None:
-        return None, f"the {isa} path's own"
-    return found[0], found[1]
+        return int(value)
+    return PREFETCH_BY_CPU.get((extension().cpu_vendor(), isa))
 
 
 def load(build: bool = True) -> ModuleType | None:

@@ -18,9 +18,6 @@ namespace TP_ISA {
 }  // namespace TP_ISA
 
 const IsaKernels::QuantTasks* avx2_int4_gemv_int8_dots() {
-  using Q = TP_ISA::QuantAvx2Dots<TP_ISA::Avx2>;
-  static constexpr IsaKernels::QuantTasks kKernels[kNumDtypes] = {
-      nullptr, &Q::int4_gemv<bf16_t>, &Q::int4_gemv<fp16_t>};  // fp32 activations keep fp32
-  return kKernels;
+  return TP_ISA::int8_activation_kernels<TP_ISA::QuantAvx2Dots<TP_ISA::Avx2>>();
 }
 }  // namespace torchplug_cpu

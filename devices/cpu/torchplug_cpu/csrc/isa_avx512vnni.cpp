@@ -18,9 +18,6 @@ namespace torchplug_cpu::TP_ISA {
 
 namespace torchplug_cpu {
 const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots() {
-  using Q = TP_ISA::QuantVnni<TP_ISA::Avx512>;
-  static constexpr IsaKernels::QuantTasks kKernels[kNumDtypes] = {
-      nullptr, &Q::int4_gemv<bf16_t>, &Q::int4_gemv<fp16_t>};  // fp32 activations keep fp32
-  return kKernels;
+  return TP_ISA::int8_activation_kernels<TP_ISA::QuantVnni<TP_ISA::Avx512>>();
 }
 }  // namespace torchplug_cpu

@@ -122,3 +122,12 @@ struct Int8Activations : Quant<I> {
     }
   }
 };
+
+// An ISA's int4_gemv replacements per dtype (isa.h): null for fp32 activations, whose callers asked
+// for fp32's precision.
+template <class Kernels>
+const IsaKernels::QuantTasks* int8_activation_kernels() {
+  static constexpr IsaKernels::QuantTasks kKernels[kNumDtypes] = {
+      nullptr, &Kernels::template int4_gemv<bf16_t>, &Kernels::template int4_gemv<fp16_t>};
+  return kKernels;
+}
