@@ -21,11 +21,11 @@ struct Gemv {
   template <class Bt> static constexpr int64_t kLine = 64 / sizeof(Bt);
   template <class Bt> static constexpr int kLineVectors = kLine<Bt> / W < 4 ? kLine<Bt> / W : 4;
 
-  // How far ahead of the FMAs dots() prefetches B, in 64-byte lines, unless kernels.py set another
-  // distance for this CPU (prefetch_lines()): 1 KB on the AVX2 path (tuned on Zen 3), 6 KB on the
-  // AVX-512 path. On a Zen 5 core 1 KB cost 7-9% of the GB/s of no software prefetch at all; 6 KB
-  // gained 5% over none (one thread: 32 -> 37 GB/s in F.linear, weights from memory), and two
-  // threads were bound by memory at any distance.
+  // How far ahead of the FMAs dots() (and the int4 kernels) prefetch B, in 64-byte lines, unless
+  // kernels.py set another distance for this CPU (prefetch_lines()): 1 KB on the AVX2 path (tuned
+  // on Zen 3), 6 KB on the AVX-512 path. On a Zen 5 core 1 KB cost 7-9% of the GB/s of no software
+  // prefetch at all; 6 KB gained 5% over none (one thread: 32 -> 37 GB/s in F.linear, weights from
+  // memory), and two threads were bound by memory at any distance.
   static constexpr int64_t kPrefetchLines = W >= 16 ? 96 : 16;
   static int64_t prefetch_lines() {
     const int64_t bytes = gemv_prefetch_bytes();
