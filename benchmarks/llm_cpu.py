@@ -16,9 +16,12 @@ weights are written as an F16 GGUF and llama.cpp is timed at batch 1 on as many 
 Prefill: one forward over `--prefill` tokens (default 128) per sequence. Decode: `--decode` greedy
 tokens (default 32) after a 16-token prompt; tok/s counts every sequence of the batch. GB/s is the
 weight bytes a decode step streams (every parameter but the input embedding) times steps per
-second. Every configuration is timed once per round and the rounds alternate, so load changes on
-a shared machine hit them alike; figures are medians over rounds, and ratios are against llama.cpp
-(batch 1) in the same run. A figure whose rounds scatter by more than 1.3x (max/min) is marked ~.
+second. The row "memory read" is the wall it can reach: torch.sum over a 1 GB float32 buffer
+(larger than these machines' L3) on the same threads, timed in every round with the engines; a
+decode step that streams at that speed cannot get faster at batch 1. Every configuration is
+timed once per round and the rounds alternate, so load changes on a shared machine hit them alike;
+figures are medians over rounds, and ratios are against llama.cpp (batch 1) in the same run. A
+figure whose rounds scatter by more than 1.3x (max/min) is marked ~.
 --quick: the tiny model, eager only, batch 1, 16-token prefill, 4 decode steps, 2 rounds.
 
 --quant int8|int4: weight-only quantized decoders instead (--dtypes names the activations,
@@ -62,6 +65,7 @@ VERDICT_QUANT_DECODE, VERDICT_QUANT_PREFILL = 1.0, 0.8
 PROMPT = 16
 VERDICT_DECODE = {"compile": 1.0, "eager": 0.8}
 VERDICT_PREFILL = 1.0
+READ_BYTES = 1 << 30  # the memory read's buffer
 
 
 @dataclass
@@ -111,6 +115,18 @@ def torch_engine(name: str, step: Callable, args, dtype: str, mode: str, batch: 
         return time.perf_counter() - start
 
     return Engine(name, dtype, mode, batch, torchplug, prefill, decode, weight_bytes)
+
+
+def memory_read() -> Callable[[], float]:
+    """Seconds for one torch.sum over a READ_BYTES float32 buffer: how fast these threads read memory."""
+    buffer = torch.ones(READ_BYTES // 4)
+
+    def read() -> float:
+        start = time.perf_counter()
+        buffer.sum()
+        return time.perf_counter() - start
+
+    return read
 
 
 def hf_step(model) -> Callable:
@@ -238,9 +254,12 @@ def engines(args, state, workdir: str) -> list[Engine]:
     return found
 
 
-def run(args, state) -> list[Engine]:
+def run(args, state) -> tuple[list[Engine], list[float]]:
+    """The engines with their samples, and the memory read's seconds, one per round."""
     with tempfile.TemporaryDirectory() as workdir, torch.inference_mode():
         found = engines(args, state, workdir)
+        read, reads = memory_read(), []
+        read()
         for engine in found:  # warm-up: compiles, allocates the caches, fills llama.cpp's buffers
             set_kernels(engine.torchplug)
             start = time.perf_counter()
@@ -252,12 +271,13 @@ def run(args, state) -> list[Engine]:
                 set_kernels(engine.torchplug)
                 engine.samples["prefill"].append(engine.prefill())
                 engine.samples["decode"].append(engine.decode())
+            reads.append(read())
             print(f"round {round_ + 1} of {args.rounds} done, load average {os.getloadavg()[0]:.2f}")
         set_kernels(True)
-    return found
+    return found, reads
 
 
-def report_engines(report: Report, args, found: list[Engine], state) -> None:
+def report_engines(report: Report, args, found: list[Engine], reads: list[float]) -> None:
     rows, figures = [], {}
     reference = next((e for e in found if e.mode == "llama.cpp"), None)
     for engine in found:
@@ -275,6 +295,8 @@ def report_engines(report: Report, args, found: list[Engine], state) -> None:
             ratios = [report.record(prefill.ratio(ref_prefill, f"{label}: prefill / llama.cpp")).cell + "x",
                       report.record(decode.ratio(ref_decode, f"{label}: decode / llama.cpp")).cell + "x"]
         rows.append([engine.name, engine.dtype, engine.mode, engine.batch, prefill.cell, decode.cell, gbs.cell, *ratios])
+    wall = report.add("memory read (torch.sum, 1 GB float32)", [READ_BYTES / s / 1e9 for s in reads], "GB/s")
+    rows.append(["memory read", "fp32", "torch.sum", "", "", "", wall.cell, "", ""])
     report.table(["engine", "dtype", "mode", "batch", f"prefill {args.prefill} tok/s", "decode tok/s", "decode GB/s",
                   "prefill vs llama.cpp", "decode vs llama.cpp"], rows)
     verdicts(report, figures, reference, args.dtypes[0] if args.quant else "fp16", bool(args.quant))
@@ -356,8 +378,8 @@ def main() -> int:
     print(f"model {args.model}: {sum(t.numel() for t in state.values()) / 1e6:.0f}M parameters, "
           f"{torch.get_num_threads()} threads; torchplug ISA path {isa['current']}; {kernels.fp16_status()}; {kernels.fp32_status()}"
           + (f"; {args.quant} weights ({'torchao quantize_' if args.torchao else 'direct op calls'})" if args.quant else ""))
-    found = run(args, state)
-    report_engines(report, args, found, state)
+    found, reads = run(args, state)
+    report_engines(report, args, found, reads)
     return report.finish()
 
 

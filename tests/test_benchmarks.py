@@ -93,4 +93,5 @@ def test_llm_benchmark_quick_times_every_dtype_torchplug_and_stock(tmp_path):
             label = f"{kind}, {dtype}, eager, batch 1"
             assert {f"{label}: prefill", f"{label}: decode", f"{label}: decode weights"} <= names
     assert all(m["repeats"] == 2 for m in figures["measurements"] if not m["name"].endswith("/ llama.cpp"))
+    assert "memory read (torch.sum, 1 GB float32)" in names  # the wall decode's GB/s is read against
     assert "torchplug ISA path" in result.stdout and "decode GB/s" in result.stdout
