@@ -111,8 +111,12 @@ def torch_engine(name: str, step: Callable, args, dtype: str, mode: str, batch: 
         token = step(prompt, torch.tensor(0)).argmax(-1, keepdim=True)
         start = time.perf_counter()
         for i in range(args.decode):
-            token = step(token, torch.tensor(PROMPT + i)).argmax(-1, keepdim=True)
-        return time.perf_counter() - start
+            logits = step(token, torch.tensor(PROMPT + i))
+            token = logits.argmax(-1, keepdim=True)
+        seconds = time.perf_counter() - start
+        if not torch.isfinite(logits).all():  # a wrong engine is not timed (a stale compiled graph once was)
+            raise RuntimeError(f"{name} {dtype} {mode} batch {batch}: the decode's last logits are not finite")
+        return seconds
 
     return Engine(name, dtype, mode, batch, torchplug, prefill, decode, weight_bytes)
 

@@ -721,6 +721,46 @@ def test_a_users_inductor_pass_set_before_the_kernels_load_still_runs():
     assert report == {"loaded_at_import": False, "mine_ran": True, "calls": 1}
 
 
+# torch's FX-graph cache key leaves out the vector ISA Inductor writes its C++ kernels for; the
+# pass's key adds it (inductor.py).
+ISA_PROBE = """
+    import json, warnings
+    warnings.simplefilter("ignore")
+    import torch
+    import torch._inductor.config as config
+    from torchplug_cpu import kernels
+
+    kernels.load()
+    ours = config.post_grad_custom_post_pass[-1]
+
+    def f(x, w):
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), w) * 2 + 1
+
+    x = torch.randn(16, 1024, generator=torch.Generator().manual_seed(0)).half()
+    w = torch.rand(1024, generator=torch.Generator().manual_seed(1)).half()
+    got = torch.compile(f)(x, w).float()
+    print(json.dumps({"isa": torch.backends.cpu.get_cpu_capability(), "key": repr(ours.uuid()),
+                      "nans": int(got.isnan().sum()), "close": torch.allclose(got, f(x.float(), w.float()), atol=2e-2)}))
+"""
+
+
+def test_the_passs_cache_key_names_the_vector_isa():
+    scalar, avx2 = (json.loads(run_python(ISA_PROBE, ATEN_CPU_CAPABILITY=isa, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1").stdout)
+                    for isa in ("default", "avx2"))
+    assert scalar["close"] and avx2["close"]
+    assert scalar["key"] != avx2["key"] or avx2["isa"] != "AVX2"  # a CPU without AVX2 runs both as "default"
+
+
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() != "AVX512", reason="needs a CPU that runs AVX-512")
+def test_a_graph_cached_under_avx512_is_not_served_under_avx2(tmp_path):
+    cache = str(tmp_path / "inductor")
+    wide = json.loads(run_python(ISA_PROBE, TORCHINDUCTOR_CACHE_DIR=cache).stdout)
+    narrow = json.loads(run_python(ISA_PROBE, TORCHINDUCTOR_CACHE_DIR=cache, ATEN_CPU_CAPABILITY="avx2").stdout)
+    assert (wide["isa"], wide["nans"], wide["close"]) == ("AVX512", 0, True)
+    # torch alone serves the AVX-512 graph here, and its 32-lane loops built for AVX2 give NaNs.
+    assert (narrow["isa"], narrow["nans"], narrow["close"]) == ("AVX2", 0, True)
+
+
 def test_aot_inductor_packages_are_not_rewritten_and_stay_portable():
     code = with_fp16_mlp("""
         import os, tempfile, warnings, zipfile

@@ -60,9 +60,13 @@ def _install(config: ModuleType) -> None:
                 group_skinny_gemms(graph)
 
         def uuid(self) -> Any:  # part of Inductor's FX-graph cache key
+            from torch._inductor.cpu_vec_isa import pick_vec_isa
             from torch._inductor.virtualized import V
 
-            return ("torchplug-cpu-fp16-gemm", _SOURCE_HASH, _kernels_loaded(), V.aot_compilation)
+            # The vector ISA Inductor writes its C++ kernels for, which its own key leaves out (torch
+            # 2.13-2.15): a graph cached under AVX-512 was served under ATEN_CPU_CAPABILITY=avx2, its
+            # 32-lane fp16 loops then built with AVX2's 16-lane vectors, and it computed NaNs.
+            return ("torchplug-cpu-fp16-gemm", _SOURCE_HASH, _kernels_loaded(), V.aot_compilation, str(pick_vec_isa()))
 
     _register_fake_kernels()
     # Inductor runs a list of post-grad passes in order: any the user set stay, unchanged, first.
