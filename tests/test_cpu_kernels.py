@@ -744,7 +744,7 @@ ISA_PROBE = """
 """
 
 
-def test_the_passs_cache_key_names_the_vector_isa():
+def test_the_inductor_pass_cache_key_names_the_vector_isa():
     scalar, avx2 = (json.loads(run_python(ISA_PROBE, ATEN_CPU_CAPABILITY=isa, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1").stdout)
                     for isa in ("default", "avx2"))
     assert scalar["close"] and avx2["close"]
