@@ -299,7 +299,8 @@ def report_engines(report: Report, args, found: list[Engine], reads: list[float]
             ratios = [report.record(prefill.ratio(ref_prefill, f"{label}: prefill / llama.cpp")).cell + "x",
                       report.record(decode.ratio(ref_decode, f"{label}: decode / llama.cpp")).cell + "x"]
         rows.append([engine.name, engine.dtype, engine.mode, engine.batch, prefill.cell, decode.cell, gbs.cell, *ratios])
-    wall = report.add("memory read (torch.sum, 1 GB float32)", [READ_BYTES / s / 1e9 for s in reads], "GB/s")
+    wall = report.add(f"memory read (torch.sum, {READ_BYTES >> 30} GB float32)", [READ_BYTES / s / 1e9 for s in reads],
+                      "GB/s")
     rows.append(["memory read", "fp32", "torch.sum", "", "", "", wall.cell, "", ""])
     report.table(["engine", "dtype", "mode", "batch", f"prefill {args.prefill} tok/s", "decode tok/s", "decode GB/s",
                   "prefill vs llama.cpp", "decode vs llama.cpp"], rows)

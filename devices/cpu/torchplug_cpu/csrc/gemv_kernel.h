@@ -22,14 +22,14 @@ struct Gemv {
   template <class Bt> static constexpr int kLineVectors = kLine<Bt> / W < 4 ? kLine<Bt> / W : 4;
 
   // How far ahead of the FMAs dots() (and the int4 kernels) prefetch B, in 64-byte lines, unless
-  // kernels.py set another distance for this CPU (prefetch_lines()): 1 KB on the AVX2 path (tuned
+  // kernels.py set another distance for this CPU (prefetch_bytes()): 1 KB on the AVX2 path (tuned
   // on Zen 3), 6 KB on the AVX-512 path. On a Zen 5 core 1 KB cost 7-9% of the GB/s of no software
   // prefetch at all; 6 KB gained 5% over none (one thread: 32 -> 37 GB/s in F.linear, weights from
   // memory), and two threads were bound by memory at any distance.
   static constexpr int64_t kPrefetchLines = W >= 16 ? 96 : 16;
-  static int64_t prefetch_lines() {
+  static int64_t prefetch_bytes() {
     const int64_t bytes = gemv_prefetch_bytes();
-    return bytes < 0 ? kPrefetchLines : bytes / 64;
+    return bytes < 0 ? kPrefetchLines * 64 : bytes;
   }
 
   // sums[r * ld + j] = a[r] . b[:, j] for R rows of a (k floats each, `k` apart) and the n
@@ -45,7 +45,7 @@ struct Gemv {
     constexpr int64_t step = U * W;
     static_assert(KC % step == 0, "a KC slice is whole steps");
     const int64_t k_steps = k - k % step, k_vec = k - k % W;
-    const int64_t ahead = prefetch_lines() * kLine<Bt>;  // elements
+    const int64_t ahead = prefetch_bytes() / int64_t{sizeof(Bt)};  // elements
     for (int64_t j = 0; j < n; ++j) {
       const Bt* col = b + j * cs;
       V total[R], part[R][U];

@@ -59,7 +59,7 @@ struct Avx2Dots {
     constexpr int64_t HB = BW / 2, kBlock = 32;  // bytes per k row, k per activation scale
     constexpr int64_t kStepK = 64 / HB;         // k rows per 64-byte step: 4 (AVX2 layout), 2 (AVX-512)
     constexpr int64_t kSteps = 8;               // steps summed in int16
-    const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_lines() * 64;  // bytes
+    const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_bytes();  // bytes
     const __m256i low4 = _mm256_set1_epi8(15), even = _mm256_set1_epi32(1);
     const __m256i pairs = _mm256_setr_epi8(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2,
                                            1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3);

@@ -184,7 +184,7 @@ struct Quant {
     constexpr int NV = BW / W, HV = NV / 2;
     constexpr int64_t HB = BW / 2;  // bytes per k row
     static_assert(HB % W == 0, "a half block is whole vectors");
-    const int64_t ahead = Gemv<I>::prefetch_lines() * 64;  // bytes
+    const int64_t ahead = Gemv<I>::prefetch_bytes();  // bytes
     std::memset(tot, 0, Rn * BW * sizeof(float));
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k_begin = g * p.group, k_end = min(p.k, k_begin + p.group);

@@ -36,7 +36,7 @@ struct VnniDots {
                          const float* d, float* part) {
     static_assert(BW == 64, "torch's AVX-512 layout only");
     constexpr int64_t HB = 32, kBlock = 32;  // bytes per k row, k per activation scale
-    const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_lines() * 64;  // bytes
+    const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_bytes();  // bytes
     // Lane j of the first gather: byte j of rows 0..3 (row i is bytes 32 i.. of r01:r23); the
     // second: byte 16 + j.
     const __m512i gather0 = _mm512_set_epi8(
