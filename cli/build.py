@@ -54,12 +54,12 @@ def _targets() -> dict[str, list[tuple[str, Callable[[], ModuleType]]]]:
 
 
 def about_to_build(argv: Sequence[str] = sys.argv, backend: str | None = None) -> bool:
-    """True in `torchplug build` and in a `torchplug doctor` that checks `backend` (any, when None): they
-    build what is missing, so a "not built yet" warning at their own ``import torch`` would be wrong by the end."""
+    """True in `torchplug build`, and in a `torchplug doctor` or `tune` that checks `backend` (any, when None):
+    they build what is missing, so a "not built yet" warning at their own ``import torch`` would be wrong by the end."""
     if os.path.basename(argv[0]) != "torchplug" or len(argv) < 2:
         return False
     devices = [arg for arg in argv[2:] if not arg.startswith("-")]
-    return argv[1] == "build" or (argv[1] == "doctor" and (not devices or backend is None or backend in devices))
+    return argv[1] == "build" or (argv[1] in ("doctor", "tune") and (not devices or backend is None or backend in devices))
 
 
 def cmd_build(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """The `torchplug` command: `list` plugins, `doctor` runs a real op on each device, `coverage` shows op
-routes, `check` runs the conformance suite (cli/check.py), `build` compiles the C++ extensions (cli/build.py)."""
+routes, `check` runs the conformance suite (cli/check.py), `build` compiles the C++ extensions (cli/build.py),
+`tune` measures the settings backends take from the machine (cli/tune.py)."""
 
 import argparse
 import difflib
@@ -222,10 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cover.set_defaults(run=cmd_coverage)
     from .build import add_parser as add_build
     from .check import add_parser as add_check
+    from .tune import add_parser as add_tune
 
     add_build(commands)
-
     add_check(commands)
+    add_tune(commands)
     args = parser.parse_args(argv)
     from ..entrypoints import PluginError
 

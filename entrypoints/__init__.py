@@ -5,7 +5,7 @@ The bottom layer of torchplug: it imports no other torchplug package (tests/test
 """
 
 from .. import TorchplugWarning
-from .backend import Backend, torch_build_lacks
+from .backend import Backend, TunedSetting, torch_build_lacks
 from .compile_target import CodegenTarget, HostLauncher
 from .device_runtime import DeviceRuntimeError, RuntimeBackend
 from .device_status import DeviceMemory, DeviceMode, DeviceStatus, Mode
@@ -18,8 +18,7 @@ from .versions import declared_torch_range
 __all__ = [
     "HOOKS", "STANDARD_DTYPES", "Backend", "BackendExtension", "BackendSpec", "CodegenTarget", "DeviceMemory",
     "DeviceMode", "DeviceProfile", "DeviceRuntimeError", "DeviceStatus", "EmulatedShape", "ExtensionError", "HookSpec",
-    "HostLauncher",
-    "LaunchConfig", "Mode", "PluginError", "PluginRecord", "RuntimeBackend", "RuntimePart", "SpecError",
-    "TorchplugWarning", "TritonArch", "autoload", "backend", "declared_torch_range", "discover", "load", "loaded",
-    "loaded_backend", "records", "torch_build_lacks",
+    "HostLauncher", "LaunchConfig", "Mode", "PluginError", "PluginRecord", "RuntimeBackend", "RuntimePart",
+    "SpecError", "TorchplugWarning", "TritonArch", "TunedSetting", "autoload", "backend", "declared_torch_range",
+    "discover", "load", "loaded", "loaded_backend", "records", "torch_build_lacks",
 ]

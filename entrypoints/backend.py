@@ -2,6 +2,7 @@
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import ClassVar
 
@@ -11,6 +12,15 @@ from .compile_target import CodegenTarget
 from .device_status import DeviceStatus, Mode  # noqa: F401 -- Mode and DeviceStatus were defined here first
 from .extensions import call
 from .spec import BackendSpec
+
+
+@dataclass(frozen=True)
+class TunedSetting:
+    """One setting `Backend.tune` measured: its name, the value that runs from now on, and how it was chosen."""
+
+    setting: str
+    value: str
+    detail: str
 
 
 class Backend:
@@ -64,6 +74,12 @@ class Backend:
 
         `torchplug build NAME` builds them ahead of time (in a container image, before timing).
         """
+        return []
+
+    def tune(self) -> list[TunedSetting]:
+        """Measure the settings this backend's kernels take from the machine, and record them where the
+        next ``import torch`` finds them (`torchplug tune NAME`). Seconds of work, never run at autoload;
+        [] when the backend measures nothing."""
         return []
 
     def reference_context(self) -> contextlib.AbstractContextManager:

@@ -440,25 +440,6 @@ def test_set_isa_rejects_unknown_names(ext):
         ext.set_isa("neon")
 
 
-def test_decode_prefetch_distance_follows_the_cpu_table_and_the_environment(ext):
-    """TORCHPLUG_CPU_PREFETCH_KB sets how far ahead the skinny products prefetch, on every path; unset,
-    a CPU kind in PREFETCH_BY_CPU gets its measured distance on that path, any other the path's own
-    (-1); a bad value is refused naming the variable."""
-    code = """
-        import json, torch
-        from torchplug_cpu import kernels
-        ext = kernels.load()
-        print(json.dumps([ext.gemv_prefetch_bytes(), ext.cpu_vendor(), kernels.current_isa()]))
-    """
-    bytes_ahead, vendor, isa = json.loads(run_python(code).stdout)
-    measured = kernels.PREFETCH_BY_CPU.get((vendor, isa))
-    assert bytes_ahead == (-1 if measured is None else measured << 10)
-    assert json.loads(run_python(code, TORCHPLUG_CPU_PREFETCH_KB="3").stdout)[0] == 3 << 10
-    assert json.loads(run_python(code, TORCHPLUG_CPU_PREFETCH_KB="0", TORCHPLUG_CPU_ISA="scalar").stdout)[0] == 0
-    bad = run_python(code, check=False, TORCHPLUG_CPU_PREFETCH_KB="6k")
-    assert bad.returncode != 0 and "TORCHPLUG_CPU_PREFETCH_KB='6k' is not a whole number of KB" in bad.stderr
-
-
 def test_autoload_registers_the_kernels_and_unload_restores_stock():
     code = """
         import json, threading, warnings

@@ -8,7 +8,8 @@ from types import ModuleType
 import torch
 
 from torchplug import warn
-from torchplug.entrypoints import STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, declared_torch_range
+from torchplug.entrypoints import (STANDARD_DTYPES, Backend, BackendSpec, DeviceStatus, TunedSetting,
+                                   declared_torch_range)
 
 BUILD_HINT = "build them once with: torchplug build cpu"
 
@@ -63,6 +64,24 @@ class CpuBackend(Backend):
 
         return [("torchplug_cpu_ext", kernels.extension),
                 *([(kernels.TEST_PATH_EXTENSION, kernels.test_path)] if kernels.test_path_selected() else [])]
+
+    def tune(self) -> list[TunedSetting]:
+        """Measure the skinny products' prefetch distance on the active ISA path (tuning.py) and record it."""
+        from . import kernels, tuning
+
+        ext = kernels.load()
+        in_force, source = kernels.gemv_prefetch(measured=False)
+        found = tuning.measure(ext, in_force)
+        where = tuning.record(found)
+        kernels.select_isa(ext.current_isa())  # the new record runs from now on in this process too
+        speeds = ", ".join(f"{kb} KB {gbps:.1f}" for kb, gbps in found.gbps.items())
+        detail = (f"GB/s of fp16 weights at each distance ({speeds}; medians of {tuning.ROUNDS} rounds over "
+                  f"{found.megabytes} MB on {found.threads} threads, {found.isa} path); before: {in_force} KB "
+                  f"({source}); a distance replaces it only {tuning.MARGIN - 1:.0%} faster; recorded for "
+                  f"{found.cpu} in {where}")
+        if source == kernels.PREFETCH_ENV:
+            detail += f"; {kernels.PREFETCH_ENV} is set and still decides while it is"
+        return [TunedSetting("prefetch distance", f"{found.prefetch_kb} KB", detail)]
 
     @contextlib.contextmanager
     def reference_context(self) -> Iterator[None]:

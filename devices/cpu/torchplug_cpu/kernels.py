@@ -28,8 +28,9 @@ the default; csrc/quant_int8_activations.h); `float` keeps them in fp32 (slower 
 activations' rounding error). fp32 activations always keep fp32.
 
 TORCHPLUG_CPU_PREFETCH_KB=N: how far ahead (KB) the skinny products (decode's F.linear and the
-int8 / int4 weight-only products) prefetch their weight stream. Unset: this CPU's measured distance
-where PREFETCH_BY_CPU has one, else the ISA path's own (gemv_kernel.h: 6 KB on avx512, 1 KB on avx2).
+int8 / int4 weight-only products) prefetch their weight stream. Unset: what `torchplug tune cpu`
+measured on this CPU model and path (tuning.py), else PREFETCH_BY_CPU's entry for the CPU vendor and
+path, else the ISA path's own (gemv_kernel.h: 6 KB on avx512, 1 KB on avx2).
 
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
@@ -96,6 +97,7 @@ _lock = threading.RLock()
 _extension: ModuleType | None = None
 _registrations: list = []  # torchplug.dispatcher Registrations, while loaded
 _fp32: tuple[str, str] = ("stock", "kernels not loaded")  # the float32 route while loaded, and why
+_prefetch_source = ""  # where the skinny products' prefetch distance came from (gemv_prefetch)
 
 
 def extension(build: bool = True) -> ModuleType | None:
@@ -140,21 +142,31 @@ def select_isa(name: str | None = None, build: bool = True) -> str:
             raise ValueError(f"torchplug-cpu: {ISA_ENV}={TEST_PATH}: that test path is not built yet; build it "
                              f"once with: {ISA_ENV}={TEST_PATH} torchplug build cpu")
         ext.set_isa(choice or ext.supported_isas()[0])
-        kb = gemv_prefetch_kb(ext.current_isa())
-        ext.set_gemv_prefetch_bytes(-1 if kb is None else kb << 10)
+        global _prefetch_source
+        kb, _prefetch_source = gemv_prefetch()
+        ext.set_gemv_prefetch_bytes(kb << 10)
         return ext.current_isa()
 
 
-def gemv_prefetch_kb(isa: str) -> int | None:
-    """How far ahead (KB) the skinny products prefetch on ISA path `isa`: $TORCHPLUG_CPU_PREFETCH_KB, else
-    this CPU's entry in PREFETCH_BY_CPU, else None (the path's own). ValueError on a bad value."""
+def gemv_prefetch(measured: bool = True) -> tuple[int, str]:
+    """How far ahead (KB) the skinny products prefetch on the active ISA path, and where that comes from:
+    $TORCHPLUG_CPU_PREFETCH_KB, else (with `measured`) `torchplug tune cpu`'s measurement for this CPU
+    model and path, else PREFETCH_BY_CPU's entry, else the path's own. ValueError on a bad value."""
+    from . import tuning
+
     value = os.environ.get(PREFETCH_ENV, "").strip()
     if value:
         if not value.isdigit():
             raise ValueError(f"torchplug-cpu: {PREFETCH_ENV}={value!r} is not a whole number of KB (0 or more); "
                              f"unset it for this CPU's distance")
-        return int(value)
-    return PREFETCH_BY_CPU.get((extension().cpu_vendor(), isa))
+        return int(value), PREFETCH_ENV
+    ext = extension()
+    isa = ext.current_isa()
+    if measured and (found := tuning.recorded(ext, isa)) is not None:
+        return found.prefetch_kb, f"measured by `torchplug tune cpu` at {found.measured}"
+    if (kb := PREFETCH_BY_CPU.get((ext.cpu_vendor(), isa))) is not None:
+        return kb, f"PREFETCH_BY_CPU's {ext.cpu_vendor()} entry"
+    return ext.own_prefetch_bytes() >> 10, f"the {isa} path's own"
 
 
 def load(build: bool = True) -> ModuleType | None:
@@ -240,8 +252,9 @@ def fp16_status() -> str:
     """How float16 GEMMs run while loaded, for `torchplug list`."""
     gemm = ("fp16 GEMM: torchplug's up to 8 rows or columns, torch's oneDNN (AVX512-FP16) beyond"
             if loaded() and onednn_fp16() else "fp16 GEMM: torchplug's")
-    bytes_ahead = extension().gemv_prefetch_bytes() if loaded() else -1
-    return gemm if bytes_ahead < 0 else f"{gemm}, prefetching {bytes_ahead >> 10} KB ahead in decode"
+    if not loaded():
+        return gemm
+    return f"{gemm}, prefetching {extension().gemv_prefetch_bytes() >> 10} KB ahead in decode ({_prefetch_source})"
 
 
 def _register_llm_ops() -> None:

@@ -56,6 +56,8 @@ bool int4_int8_dots();
 const IsaKernels::QuantTasks* int4_int8_kernels();
 // The skinny products' prefetch distance in bytes (isa.h's gemv_prefetch_bytes); negative: the path's own.
 void set_gemv_prefetch_bytes(int64_t bytes);
+// The active path's own distance, which runs while none is set.
+int64_t own_prefetch_bytes();
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
 // views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)
@@ -92,6 +94,8 @@ uint64_t fp32_gemm_calls();
 bool fp32_route_skinny();
 void set_fp32_route_skinny(bool skinny);
 std::string cpu_vendor();  // CPUID's vendor string, e.g. "AuthenticAMD", "GenuineIntel"
+// CPUID's display family and model, then the brand string: "family 25 model 17: AMD EPYC 9R14 ...".
+std::string cpu_model();
 
 // Calls that reached the kernels of aten's argmax (argmax_ops.cpp) and _fused_rms_norm (llm_ops.cpp).
 uint64_t argmax_calls();

@@ -84,4 +84,24 @@ std::string cpu_vendor() {
   return vendor;
 }
 
+std::string cpu_model() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return "";
+  const unsigned base_family = (eax >> 8) & 0xf, base_model = (eax >> 4) & 0xf;
+  // CPUID's display rule: the extended fields count only for family 15 (AMD) and 6 or 15 (Intel).
+  const unsigned family = base_family == 15 ? base_family + ((eax >> 20) & 0xff) : base_family;
+  const unsigned model = base_family == 6 || base_family == 15 ? base_model | ((eax >> 12) & 0xf0) : base_model;
+  std::string name = "family " + std::to_string(family) + " model " + std::to_string(model);
+  unsigned brand[12] = {};
+  if (__get_cpuid(0x80000000, &eax, &ebx, &ecx, &edx) && eax >= 0x80000004) {
+    for (unsigned leaf = 0; leaf < 3; ++leaf)
+      __get_cpuid(0x80000002 + leaf, &brand[4 * leaf], &brand[4 * leaf + 1], &brand[4 * leaf + 2], &brand[4 * leaf + 3]);
+    std::string text(reinterpret_cast<const char*>(brand), sizeof(brand));
+    text = text.substr(0, text.find('\0'));
+    const auto first = text.find_first_not_of(' '), last = text.find_last_not_of(' ');
+    if (first != std::string::npos) name += ": " + text.substr(first, last - first + 1);
+  }
+  return name;
+}
+
 }  // namespace torchplug_cpu

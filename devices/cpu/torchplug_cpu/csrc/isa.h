@@ -105,6 +105,7 @@ struct IsaKernels {
   GemmBlocking gemm;
   void (*gemm_tasks)(const GemmProblem&, const GemmTiling&, int64_t begin, int64_t end, float* scratch);
   void (*gemv_tasks)(const GemmProblem&, const GemmTiling&, int64_t begin, int64_t end, float* scratch);  // m <= 4
+  int64_t own_prefetch_bytes;  // the skinny products' prefetch distance unless one is set (gemv_kernel.h)
 
   // w may be null (no weight); rstd (one float per row, the 1 / rms it scaled by) may be null.
   using RmsNorm = void (*)(const void* x, int64_t x_rs, void* out, int64_t out_rs, const void* w, float* rstd,

@@ -144,4 +144,6 @@ int64_t gemv_prefetch_bytes() { return g_gemv_prefetch_bytes.load(std::memory_or
 
 void set_gemv_prefetch_bytes(int64_t bytes) { g_gemv_prefetch_bytes.store(bytes, std::memory_order_relaxed); }
 
+int64_t own_prefetch_bytes() { return active_kernels().own_prefetch_bytes; }
+
 }  // namespace torchplug_cpu

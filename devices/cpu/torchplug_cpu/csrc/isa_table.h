@@ -23,6 +23,7 @@ constexpr IsaKernels kernels_for(const char* name) {
       I::gemm,
       &Gemm<I>::tasks,
       &Gemv<I>::tasks,
+      Gemv<I>::kPrefetchLines * 64,
       {{&R::template rms_norm<float, float>, &R::template rms_norm<float, float>},
        {&R::template rms_norm<bf16_t, bf16_t>, &R::template rms_norm<bf16_t, float>},
        {&R::template rms_norm<fp16_t, fp16_t>, &R::template rms_norm<fp16_t, float>}},

@@ -27,6 +27,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("bytes"));
   m.def("gemv_prefetch_bytes", &tc::gemv_prefetch_bytes,
         "the skinny products' prefetch distance set (negative: the path's own)");
+  m.def("own_prefetch_bytes", &tc::own_prefetch_bytes,
+        "the active ISA path's own prefetch distance in bytes, which runs while none is set");
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");
   m.def("fp32_gemm_calls", &tc::fp32_gemm_calls, "float32 GEMM calls routed to oneDNN so far");
   m.def("set_fp32_route_skinny", &tc::set_fp32_route_skinny, "route only skinny float32 F.linear products to oneDNN",
@@ -34,6 +36,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_fp16_route_onednn", &tc::set_fp16_route_onednn,
         "send fp16 products of more than a few rows and columns to torch's (oneDNN) kernel", py::arg("onednn"));
   m.def("cpu_vendor", &tc::cpu_vendor, "CPUID vendor string");
+  m.def("cpu_model", &tc::cpu_model, "CPUID display family and model, and the brand string");
   m.def("argmax_calls", &tc::argmax_calls, "calls that reached torchplug's argmax kernel so far");
   m.def("quant_mm_calls", &tc::quant_mm_calls, "calls that reached torchplug's int8 / int4 weight-only kernels so far");
   m.def("fused_rms_norm_calls", &tc::fused_rms_norm_calls, "calls that reached torchplug's _fused_rms_norm kernel so far");
