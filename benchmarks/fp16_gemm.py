@@ -19,16 +19,18 @@ _weight_int8pack_mm and _weight_int4pack_mm_for_cpu (group 128) in GB/s of weigh
 bytes, scales not counted), stock and torchplug, with fp32 / bf16 / fp16 activations, at a decode
 row (1 x 2048 by an 8192 x 2048 weight) and a prefill of 128 rows (there stock runs bf16 only: its
 fp32 / fp16 loops take seconds a call), beside torchplug's fp16 F.linear on the same weight shape.
+A decode row then streams fp16, int8 and int4 weights in the shapes of benchmarks/llm's 499M
+decoder layer from memory (each set at least twice the L3), beside a torch.sum memory read.
 Where the active ISA path rounds int4 decode activations to int8 (TORCHPLUG_CPU_INT4_ACTIVATIONS;
 the avx512 path with AVX512-VNNI, or the avx2 path: TORCHPLUG_CPU_ISA=avx2), a further table times
 the int4 op at decode rows with float and with int8 activations, the two called in turn.
---quick skips the 2048^2 row, the slow stock / bf16 cases, the compiled MLP and the prefill row of
-the weight-only table; --no-compile skips only the MLP; --weight-only runs only the weight-only
-table (and its verdicts).
+--quick skips the 2048^2 row, the slow stock / bf16 cases, the compiled MLP and the prefill and
+from-memory rows of the weight-only tables; --no-compile skips only the MLP; --weight-only runs only
+the weight-only tables (and their verdicts).
 Verdicts (exit status 1 if one fails): torchplug fp16 >= 1.6x torch fp32 at 1024^2, 2048^2 and the
 64x4096 linear; the compiled MLP >= 1.5x faster than stock max-autotune + freezing; both weight-only
 ops with fp16 activations >= 20.0x stock at the decode row, and with every activation dtype >= stock's
-bf16 path at both shapes. A figure whose
+bf16 path at both shapes; int8 and int4 decode from memory >= 0.9x the fp16 GEMV's GB/s. A figure whose
 repeats scatter by more than 1.3x (max/min) is marked ~ and so is a verdict resting on it.
 """
 
@@ -326,6 +328,54 @@ def quant_rows(report, quick):
     return rows, checks
 
 
+# One layer of benchmarks/llm's 499M decoder (q, k, v, o, gate, up, down), as (n, k) weights.
+DECODER_LAYER = ((2048, 2048), (512, 2048), (512, 2048), (2048, 2048), (5632, 2048), (5632, 2048), (2048, 5632))
+STREAM_TARGET = 0.9  # int8 / int4 decode GB/s from memory, against the fp16 GEMV's
+
+
+def stream_rows(report):
+    """[weights, MB, GB/s, vs fp16] and the verdicts: one decode row (fp16 activations) against fp16,
+    int8 and int4 weights in the decoder layer's shapes, each set at least twice the L3 (as decode
+    reads them: from memory; the op table's 8192 x 2048 weight may sit in a large L3), and torch.sum
+    over a float32 buffer of the fp16 set's size (the wall), called in turn; GB/s counts every byte
+    read (int4 and int8 scales included)."""
+    from torchplug_cpu.tuning import from_memory_bytes
+
+    gen = torch.Generator().manual_seed(0)
+    layer = {"fp16": [], "int8": [], "int4": []}  # (k, the op's weight tensors) per matrix
+    for n, k in DECODER_LAYER:
+        q4 = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=gen)
+        layer["fp16"].append((k, (torch.randn(n, k, generator=gen).half(),)))
+        layer["int8"].append((k, (torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen),
+                                  (torch.rand(n, generator=gen) * 0.01).half())))
+        layer["int4"].append((k, (torch.ops.aten._convert_weight_to_int4pack_for_cpu(q4, 1),
+                                  (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).half())))
+    calls = {"fp16": lambda x, w: F.linear(x, w),
+             "int8": lambda x, w, s: torch.ops.aten._weight_int8pack_mm(x, w, s),
+             "int4": lambda x, w, sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w, QUANT_GROUP, sz)}
+    rows_x = {k: torch.randn(1, k, generator=gen).half() for _, k in DECODER_LAYER}
+    fns, sizes = {}, {}
+    for name, weights in layer.items():
+        layer_bytes = sum(t.numel() * t.element_size() for _, ts in weights for t in ts)
+        copies = -(-from_memory_bytes() // layer_bytes)
+        flat = weights + [(k, tuple(t.clone() for t in ts)) for _ in range(copies - 1) for k, ts in weights]
+        fns[name] = lambda flat=flat, call=calls[name]: [call(rows_x[k], *ts) for k, ts in flat]
+        sizes[name] = copies * layer_bytes
+    read = torch.ones(sizes["fp16"] // 4)  # the wall: torch.sum reading as many bytes, in the same rotation
+    fns["memory read (torch.sum)"], sizes["memory read (torch.sum)"] = read.sum, read.numel() * 4
+    secs = interleaved(fns, budget_s=8.0, max_runs=11)
+    figures = {name: report.add(f"decode row from memory, {name} weights", [sizes[name] / t / 1e9 for t in secs[name]],
+                                "GB/s") for name in fns}
+    rows, checks = [], []
+    for name, gbps in figures.items():
+        ratio = report.record(gbps.ratio(figures["fp16"], f"decode row from memory, {name} / fp16 GB/s"))
+        rows.append([name, sizes[name] >> 20, gbps.cell, ratio.cell + "x"])
+        if name.startswith("int"):
+            checks.append((ratio.median >= STREAM_TARGET, f"{name} decode from memory: {ratio.cell}x the fp16 GEMV's "
+                           f"GB/s (target >= {STREAM_TARGET:g})", ratio))
+    return rows, checks
+
+
 INT8_ACTIVATION_SHAPES = ((1, 2048, 8192), (1, 2048, 512))  # the decode row; a weight that stays in L2
 
 
@@ -454,6 +504,12 @@ def weight_only_table(report, args):
           f"{kernels.current_isa()}: GB/s of weights (median; int4: packed bytes; group {QUANT_GROUP})\n")
     rows, quant_checks = quant_rows(report, args.quick)
     report.table(["shape", "op", "activations", "stock", "torchplug", "vs stock", "vs stock bf16"], rows)
+    if not args.quick:
+        print(f"\nOne decode row (fp16 activations) over the 499M decoder's layer shapes, every weight set at least "
+              f"twice the L3, and a memory read of as many bytes, called in turn: GB/s of every byte read (median)\n")
+        rows, stream_checks = stream_rows(report)
+        report.table(["weights", "MB", "GB/s", "vs fp16"], rows)
+        quant_checks += stream_checks
     int8_rows = int8_activation_rows(report)
     if int8_rows:
         print(f"\nint4 decode with float and int8 activations (TORCHPLUG_CPU_INT4_ACTIVATIONS), ISA path "

@@ -78,8 +78,8 @@ def recorded(ext, isa: str) -> PrefetchMeasurement | None:
         return None
 
 
-def _weight_bytes() -> int:
-    """Twice the L3 (sysfs), at least MIN_BYTES: the weights must come from memory, as in decode."""
+def from_memory_bytes() -> int:
+    """Twice the L3 (sysfs), at least MIN_BYTES: weights that size come from memory, as in decode."""
     l3 = 0
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
@@ -102,7 +102,7 @@ def measure(ext, in_force_kb: int, rounds: int = ROUNDS) -> PrefetchMeasurement:
     Leaves the extension's distance as it found it; records nothing."""
     candidates = sorted({*CANDIDATES_KB, in_force_kb})
     matrix_bytes = SHAPE[0] * SHAPE[1] * 2
-    count = -(-_weight_bytes() // matrix_bytes)
+    count = -(-from_memory_bytes() // matrix_bytes)
     weights = [torch.full(SHAPE, 0.5, dtype=torch.float16) for _ in range(count)]  # written: no shared zero pages
     row = torch.full((1, SHAPE[1]), 0.25, dtype=torch.float16)
     before = ext.gemv_prefetch_bytes()
