@@ -20,7 +20,7 @@ bytes, scales not counted), stock and torchplug, with fp32 / bf16 / fp16 activat
 row (1 x 2048 by an 8192 x 2048 weight) and a prefill of 128 rows (there stock runs bf16 only: its
 fp32 / fp16 loops take seconds a call), beside torchplug's fp16 F.linear on the same weight shape.
 A decode row then streams fp16, int8 and int4 weights in the shapes of benchmarks/llm's 499M
-decoder layer from memory (each set at least twice the L3), beside a torch.sum memory read.
+decoder layer from memory (views of one buffer of twice the L3), beside a torch.sum of it.
 Where the active ISA path rounds int4 decode activations to int8 (TORCHPLUG_CPU_INT4_ACTIVATIONS;
 the avx512 path with AVX512-VNNI, or the avx2 path: TORCHPLUG_CPU_ISA=avx2), a further table times
 the int4 op at decode rows with float and with int8 activations, the two called in turn.
@@ -335,34 +335,40 @@ STREAM_TARGET = 0.9  # int8 / int4 decode GB/s from memory, against the fp16 GEM
 
 def stream_rows(report):
     """[weights, MB, GB/s, vs fp16] and the verdicts: one decode row (fp16 activations) against fp16,
-    int8 and int4 weights in the decoder layer's shapes, each set at least twice the L3 (as decode
-    reads them: from memory; the op table's 8192 x 2048 weight may sit in a large L3), and torch.sum
-    over a float32 buffer of the fp16 set's size (the wall), called in turn; GB/s counts every byte
-    read (int4 and int8 scales included)."""
+    int8 and int4 weights in the decoder layer's shapes, and torch.sum (the wall), called in turn.
+    All four read the same buffer of twice the L3 (as decode reads its weights: from memory; the op
+    table's 8192 x 2048 weight may sit in a large L3), as many whole layers of each format as fit:
+    on a VM, where a buffer lands in the host's memory moves its speed by tens of percent, so sets
+    of their own would compare placements, not kernels. GB/s counts the weight bytes (the scales,
+    shared by every copy of a layer, stay in cache)."""
     from torchplug_cpu.tuning import from_memory_bytes
 
     gen = torch.Generator().manual_seed(0)
-    layer = {"fp16": [], "int8": [], "int4": []}  # (k, the op's weight tensors) per matrix
-    for n, k in DECODER_LAYER:
-        q4 = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=gen)
-        layer["fp16"].append((k, (torch.randn(n, k, generator=gen).half(),)))
-        layer["int8"].append((k, (torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen),
-                                  (torch.rand(n, generator=gen) * 0.01).half())))
-        layer["int4"].append((k, (torch.ops.aten._convert_weight_to_int4pack_for_cpu(q4, 1),
-                                  (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).half())))
+    memory = torch.full((from_memory_bytes(),), 0x3C, dtype=torch.uint8)  # fp16 1.06, int8 60, nibbles 12 and 3
+    twice_bytes = {"fp16": 4, "int8": 2, "int4": 1}  # twice the bytes of one weight
+    views = {"fp16": lambda w, n, k: w.view(torch.float16).view(n, k),
+             "int8": lambda w, n, k: w.view(torch.int8).view(n, k),
+             "int4": lambda w, n, k: w.view(n, k // 2)}  # _convert_weight_to_int4pack_for_cpu's [n, k / 2] bytes
+    scales = {"fp16": lambda n, k: (),
+              "int8": lambda n, k: ((torch.rand(n, generator=gen) * 0.01).half(),),
+              "int4": lambda n, k: ((torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).half(),)}
     calls = {"fp16": lambda x, w: F.linear(x, w),
              "int8": lambda x, w, s: torch.ops.aten._weight_int8pack_mm(x, w, s),
              "int4": lambda x, w, sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w, QUANT_GROUP, sz)}
     rows_x = {k: torch.randn(1, k, generator=gen).half() for _, k in DECODER_LAYER}
     fns, sizes = {}, {}
-    for name, weights in layer.items():
-        layer_bytes = sum(t.numel() * t.element_size() for _, ts in weights for t in ts)
-        copies = -(-from_memory_bytes() // layer_bytes)
-        flat = weights + [(k, tuple(t.clone() for t in ts)) for _ in range(copies - 1) for k, ts in weights]
-        fns[name] = lambda flat=flat, call=calls[name]: [call(rows_x[k], *ts) for k, ts in flat]
-        sizes[name] = copies * layer_bytes
-    read = torch.ones(sizes["fp16"] // 4)  # the wall: torch.sum reading as many bytes, in the same rotation
-    fns["memory read (torch.sum)"], sizes["memory read (torch.sum)"] = read.sum, read.numel() * 4
+    for name, x2 in twice_bytes.items():
+        layer_scales = [scales[name](n, k) for n, k in DECODER_LAYER]
+        layer_bytes = sum(n * k * x2 // 2 for n, k in DECODER_LAYER)
+        flat, offset = [], 0
+        for _ in range(memory.numel() // layer_bytes):
+            for (n, k), extra in zip(DECODER_LAYER, layer_scales):
+                size = n * k * x2 // 2
+                flat.append((k, views[name](memory[offset:offset + size], n, k), *extra))
+                offset += size
+        fns[name] = lambda flat=flat, call=calls[name]: [call(rows_x[k], *tensors) for k, *tensors in flat]
+        sizes[name] = offset
+    fns["memory read (torch.sum)"], sizes["memory read (torch.sum)"] = memory.view(torch.float32).sum, memory.numel()
     secs = interleaved(fns, budget_s=8.0, max_runs=11)
     figures = {name: report.add(f"decode row from memory, {name} weights", [sizes[name] / t / 1e9 for t in secs[name]],
                                 "GB/s") for name in fns}
@@ -505,8 +511,8 @@ def weight_only_table(report, args):
     rows, quant_checks = quant_rows(report, args.quick)
     report.table(["shape", "op", "activations", "stock", "torchplug", "vs stock", "vs stock bf16"], rows)
     if not args.quick:
-        print(f"\nOne decode row (fp16 activations) over the 499M decoder's layer shapes, every weight set at least "
-              f"twice the L3, and a memory read of as many bytes, called in turn: GB/s of every byte read (median)\n")
+        print("\nOne decode row (fp16 activations) over the 499M decoder's layer shapes, fp16, int8 and int4 weights "
+              "as views of one buffer of twice the L3, and torch.sum over it, called in turn: GB/s of weights (median)\n")
         rows, stream_checks = stream_rows(report)
         report.table(["weights", "MB", "GB/s", "vs fp16"], rows)
         quant_checks += stream_checks

@@ -1,6 +1,6 @@
-"""`torchplug tune cpu`: the skinny products' prefetch distance measured on this machine, recorded per
-CPU model and ISA path, and run by every later load; the precedence of the environment, the record,
-the per-vendor table and the path's own distance. No timing is asserted: only that a measurement
+"""`torchplug tune cpu`: the skinny products' prefetch (distance and cache level) measured on this
+machine, recorded per CPU model and ISA path, and run by every later load; the precedence of the
+environment, the record, the per-vendor table and the path's own distance. No timing is asserted: only that a measurement
 happened, was recorded, and is what the next process runs."""
 
 import json
@@ -17,7 +17,8 @@ STATE = """
     import json, torch
     from torchplug_cpu import kernels
     ext = kernels.load()
-    print(json.dumps({"bytes": ext.gemv_prefetch_bytes(), "own": ext.own_prefetch_bytes(), "isa": ext.current_isa(),
+    print(json.dumps({"bytes": ext.gemv_prefetch_bytes(), "level": ext.gemv_prefetch_level(),
+                      "own": ext.own_prefetch_bytes(), "isa": ext.current_isa(),
                       "vendor": ext.cpu_vendor(), "cpu": ext.cpu_vendor() + " " + ext.cpu_model(),
                       "status": kernels.fp16_status()}))
 """
@@ -38,42 +39,56 @@ def state(cache: Path, **env: str) -> dict:
 
 
 def test_without_a_measurement_the_vendor_table_or_the_path_decides(cache):
-    """Unset and unmeasured: PREFETCH_BY_CPU's entry for this vendor and path, else the path's own; the
-    environment wins on every path; a bad value is refused naming the variable."""
+    """Unset and unmeasured: PREFETCH_BY_CPU's entry for this vendor and path, else the path's own
+    distance into L1; each environment variable overrides its part on every path; a bad value is
+    refused naming the variable."""
     now = state(cache)
     table = kernels.PREFETCH_BY_CPU.get((now["vendor"], now["isa"]))
-    assert now["bytes"] == (now["own"] if table is None else table << 10)
+    kb, level = table if table is not None else (now["own"] >> 10, "l1")
+    assert (now["bytes"], now["level"]) == (kb << 10, kernels.PREFETCH_LEVELS[level])
+    assert f"{kb} KB ahead into {level.upper()}" in now["status"]
     assert ("PREFETCH_BY_CPU" if table is not None else f"the {now['isa']} path's own") in now["status"]
-    assert state(cache, TORCHPLUG_CPU_ISA="scalar")["own"] == 1 << 10
-    assert state(cache, TORCHPLUG_CPU_PREFETCH_KB="3")["bytes"] == 3 << 10
-    forced = state(cache, TORCHPLUG_CPU_PREFETCH_KB="0", TORCHPLUG_CPU_ISA="scalar")
-    assert forced["bytes"] == 0 and "TORCHPLUG_CPU_PREFETCH_KB" in forced["status"]
+    scalar = state(cache, TORCHPLUG_CPU_ISA="scalar")
+    assert (scalar["bytes"], scalar["level"]) == (1 << 10, 1)
+    distance = state(cache, TORCHPLUG_CPU_PREFETCH_KB="3")
+    assert (distance["bytes"], distance["level"]) == (3 << 10, now["level"])
+    forced = state(cache, TORCHPLUG_CPU_PREFETCH_KB="0", TORCHPLUG_CPU_PREFETCH_LEVEL="L2", TORCHPLUG_CPU_ISA="scalar")
+    assert (forced["bytes"], forced["level"]) == (0, 2)
+    assert "TORCHPLUG_CPU_PREFETCH_KB; TORCHPLUG_CPU_PREFETCH_LEVEL)" in forced["status"]
     bad = run_python(STATE, check=False, TORCHPLUG_CACHE=str(cache), TORCHPLUG_CPU_PREFETCH_KB="6k")
     assert bad.returncode != 0 and "TORCHPLUG_CPU_PREFETCH_KB='6k' is not a whole number of KB" in bad.stderr
+    bad = run_python(STATE, check=False, TORCHPLUG_CACHE=str(cache), TORCHPLUG_CPU_PREFETCH_LEVEL="l3")
+    assert bad.returncode != 0 and "TORCHPLUG_CPU_PREFETCH_LEVEL='l3' is not one of l1, l2" in bad.stderr
 
 
 def test_tune_measures_records_and_the_next_import_runs_the_record(cache):
     before = state(cache)
     result = cli_json("tune", "cpu", TORCHPLUG_CACHE=str(cache))["results"]
-    assert [(r["backend"], r["setting"]) for r in result] == [("cpu", "prefetch distance")]
+    assert [(r["backend"], r["setting"]) for r in result] == [("cpu", "prefetch")]
     records = json.loads((cache / tuning.TUNING_FILE).read_text())
     key = f"{before['cpu']} / {before['isa']}"
     assert list(records) == [key]
     record = records[key]
-    assert result[0]["value"] == f"{record['prefetch_kb']} KB" and record["in_force_kb"] == before["bytes"] >> 10
-    assert sorted(map(int, record["gbps"])) == sorted({*tuning.CANDIDATES_KB, record["in_force_kb"]})
+    chosen = (record["prefetch_level"], record["prefetch_kb"])
+    in_force = (record["in_force_level"], record["in_force_kb"])
+    assert result[0]["value"] == f"{chosen[1]} KB into {chosen[0].upper()}"
+    assert in_force == ({1: "l1", 2: "l2"}[before["level"]], before["bytes"] >> 10)
+    candidates = {(level, kb) for level in tuning.LEVELS for kb in tuning.CANDIDATES_KB if kb or level == "l1"}
+    assert set(record["gbps"]) == {tuning.label(c) for c in candidates | {in_force}}
     assert all(gbps > 0 for gbps in record["gbps"].values()) and record["megabytes"] >= tuning.MIN_BYTES >> 20
-    assert record["prefetch_kb"] == tuning.choose({int(kb): v for kb, v in record["gbps"].items()},
-                                                  record["in_force_kb"])
+    by_candidate = {c: record["gbps"][tuning.label(c)] for c in candidates | {in_force}}
+    assert chosen == tuning.choose(by_candidate, in_force)
 
-    # A distance no default has proves that the next load reads the record.
-    record["prefetch_kb"] = 5
+    # A distance and level no default has prove that the next load reads the record.
+    other_level = "l1" if before["level"] == 2 else "l2"
+    record["prefetch_kb"], record["prefetch_level"] = 5, other_level
     (cache / tuning.TUNING_FILE).write_text(json.dumps(records))
     after = state(cache)
-    assert after["bytes"] == 5 << 10 and "measured by `torchplug tune cpu`" in after["status"]
+    assert (after["bytes"], after["level"]) == (5 << 10, kernels.PREFETCH_LEVELS[other_level])
+    assert "measured by `torchplug tune cpu`" in after["status"]
     assert state(cache, TORCHPLUG_CPU_PREFETCH_KB="3")["bytes"] == 3 << 10  # the environment still wins
     scalar = state(cache, TORCHPLUG_CPU_ISA="scalar")  # measured on another path: that path keeps its own
-    assert scalar["bytes"] == scalar["own"]
+    assert (scalar["bytes"], scalar["level"]) == (scalar["own"], 1)
 
     # Another CPU model's record (a cache baked elsewhere) and an unreadable file leave the defaults.
     (cache / tuning.TUNING_FILE).write_text(json.dumps({key.replace(before["cpu"], "OtherVendor family 1 model 2"):
@@ -83,11 +98,12 @@ def test_tune_measures_records_and_the_next_import_runs_the_record(cache):
     assert state(cache)["bytes"] == before["bytes"]
 
 
-def test_choose_keeps_the_distance_in_force_unless_another_is_clearly_faster():
-    assert tuning.choose({0: 9.0, 6: 10.0, 12: 10.2}, 6) == 6  # 2%: within noise
-    assert tuning.choose({0: 9.0, 6: 10.0, 12: 10.4}, 6) == 12
-    assert tuning.choose({0: 9.0, 6: 10.0, 12: 8.0}, 12) == 6
-    assert tuning.choose({1: 11.0, 6: 10.0}, 1) == 1
+def test_choose_keeps_the_prefetch_in_force_unless_another_is_clearly_faster():
+    l1_6, l1_12, l2_12 = ("l1", 6), ("l1", 12), ("l2", 12)
+    assert tuning.choose({l1_6: 10.0, l1_12: 10.2, l2_12: 9.0}, l1_6) == l1_6  # 2%: within noise
+    assert tuning.choose({l1_6: 10.0, l1_12: 10.2, l2_12: 10.4}, l1_6) == l2_12
+    assert tuning.choose({l1_6: 10.0, l1_12: 8.0}, l1_12) == l1_6
+    assert tuning.choose({l1_6: 10.0, l2_12: 11.0}, l2_12) == l2_12
 
 
 def test_tune_names_a_backend_that_measures_nothing_and_refuses_an_unknown_one(cache):
@@ -95,3 +111,41 @@ def test_tune_names_a_backend_that_measures_nothing_and_refuses_an_unknown_one(c
     assert quiet == [{"backend": "xpu", "setting": "-", "value": "-", "detail": "nothing to measure"}]
     unknown = run_cli("tune", "cpuu", TORCHPLUG_CACHE=str(cache))
     assert unknown.returncode == 2 and "cpuu" in unknown.stderr and "cpu" in unknown.stderr
+
+
+def test_every_prefetch_setting_gives_the_same_bits():
+    """A prefetch moves no data the sums read: every level and distance the tuner tries gives the
+    default's results bit for bit, on fp16, int8 and int4 weights, one row and a few."""
+    import torch
+
+    ext = kernels.load()
+    before = kernels.gemv_prefetch()
+    gen = torch.Generator().manual_seed(0)
+    n, k = 256, 4096
+    w16 = torch.randn(n, k, generator=gen).half()
+    w8, s8 = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen), torch.rand(n, generator=gen).half()
+    w4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.randint(0, 16, (n, k), dtype=torch.int32,
+                                                                          generator=gen), 1)
+    sz = torch.rand(k // 128, n, 2, generator=gen).half()
+
+    def products():
+        return [f(x) for x in (torch.randn(1, k, generator=torch.Generator().manual_seed(1)).half(),
+                               torch.randn(3, k, generator=torch.Generator().manual_seed(2)).half())
+                for f in (lambda x: torch.nn.functional.linear(x, w16),
+                          lambda x: torch.ops.aten._weight_int8pack_mm(x, w8, s8),
+                          lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w4, 128, sz))]
+
+    try:
+        calls = ext.quant_mm_calls()
+        reference = products()
+        assert ext.quant_mm_calls() == calls + 4  # torchplug's kernels ran, not torch's
+        for level in tuning.LEVELS:
+            for kb in (0, 1, 24):
+                kernels.apply_prefetch(kb, level)
+                assert ext.gemv_prefetch_level() == kernels.PREFETCH_LEVELS[level]
+                for got, want in zip(products(), reference):
+                    assert torch.equal(got, want), (level, kb)
+        with pytest.raises(ValueError, match="prefetch level is 1 .L1. or 2 .L2., not 3"):
+            ext.set_gemv_prefetch_level(3)
+    finally:
+        kernels.apply_prefetch(before.kb, before.level)

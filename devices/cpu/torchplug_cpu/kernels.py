@@ -27,10 +27,11 @@ products on the avx512 path where the CPU has AVX512-VNNI and VBMI, and on the a
 the default; csrc/quant_int8_activations.h); `float` keeps them in fp32 (slower there, without the
 activations' rounding error). fp32 activations always keep fp32.
 
-TORCHPLUG_CPU_PREFETCH_KB=N: how far ahead (KB) the skinny products (decode's F.linear and the
-int8 / int4 weight-only products) prefetch their weight stream. Unset: what `torchplug tune cpu`
-measured on this CPU model and path (tuning.py), else PREFETCH_BY_CPU's entry for the CPU vendor and
-path, else the ISA path's own (gemv_kernel.h: 6 KB on avx512, 1 KB on avx2).
+TORCHPLUG_CPU_PREFETCH_KB=N and TORCHPLUG_CPU_PREFETCH_LEVEL=l1|l2: how far ahead (KB) the skinny
+products (decode's F.linear and the int8 / int4 weight-only products) prefetch their weight stream,
+and into which cache (l1: prefetcht0, l2: prefetcht1). Unset: what `torchplug tune cpu` measured on
+this CPU model and path (tuning.py), else PREFETCH_BY_CPU's entry for the CPU vendor and path, else
+the ISA path's own distance (gemv_kernel.h: 6 KB on avx512, 1 KB on avx2) into L1.
 
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
@@ -44,6 +45,7 @@ import os
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 import torch
 
@@ -54,11 +56,17 @@ FP32_ENV = "TORCHPLUG_CPU_FP32"
 FP32_ROUTES = ("auto", "onednn", "stock")
 INT4_ACTIVATIONS_ENV = "TORCHPLUG_CPU_INT4_ACTIVATIONS"
 PREFETCH_ENV = "TORCHPLUG_CPU_PREFETCH_KB"
-# The skinny products' prefetch distance (KB) where a CPU kind was measured to want another than its
-# ISA path's own: (CPUID vendor, ISA path) -> KB. docs/cpu-fp16.md has the figures behind each entry.
+PREFETCH_LEVEL_ENV = "TORCHPLUG_CPU_PREFETCH_LEVEL"
+PREFETCH_LEVELS = {"l1": 1, "l2": 2}  # the name -> the cache level the C++ takes
+# The skinny products' prefetch where a CPU kind was measured to want another than its ISA path's
+# own (its distance into L1): (CPUID vendor, ISA path) -> (KB, level). docs/cpu-fp16.md has the
+# figures behind each entry.
 PREFETCH_BY_CPU = {
-    # Xeon (family 6) VM: 499M fp16 decode 0.87x -> 0.97-0.99x llama.cpp F16, int4 decode 5% faster than at 6 KB
-    ("GenuineIntel", "avx512"): 12,
+    # Xeon (family 6) VM: 12 KB: 499M fp16 decode 0.87x -> 0.97-0.99x llama.cpp F16, int4 decode 5%
+    # faster than at 6 KB; into L2: fp16 decode 9-12% faster than into L1 (the same distance)
+    ("GenuineIntel", "avx512"): (12, "l2"),
+    # the same Xeon on the avx2 path (`torchplug tune cpu`): 1 KB into L1 18.4 GB/s, 6-24 KB into L2 22.2-22.6
+    ("GenuineIntel", "avx2"): (12, "l2"),
 }
 INT4_ACTIVATIONS = ("int8", "float")
 EXTENSION_NAME = "torchplug_cpu_ext"
@@ -97,7 +105,7 @@ _lock = threading.RLock()
 _extension: ModuleType | None = None
 _registrations: list = []  # torchplug.dispatcher Registrations, while loaded
 _fp32: tuple[str, str] = ("stock", "kernels not loaded")  # the float32 route while loaded, and why
-_prefetch_source = ""  # where the skinny products' prefetch distance came from (gemv_prefetch)
+_prefetch: "Prefetch | None" = None  # the skinny products' prefetch while loaded (gemv_prefetch)
 
 
 def extension(build: bool = True) -> ModuleType | None:
@@ -142,31 +150,52 @@ def select_isa(name: str | None = None, build: bool = True) -> str:
             raise ValueError(f"torchplug-cpu: {ISA_ENV}={TEST_PATH}: that test path is not built yet; build it "
                              f"once with: {ISA_ENV}={TEST_PATH} torchplug build cpu")
         ext.set_isa(choice or ext.supported_isas()[0])
-        global _prefetch_source
-        kb, _prefetch_source = gemv_prefetch()
-        ext.set_gemv_prefetch_bytes(kb << 10)
+        global _prefetch
+        _prefetch = gemv_prefetch()
+        apply_prefetch(_prefetch.kb, _prefetch.level)
         return ext.current_isa()
 
 
-def gemv_prefetch(measured: bool = True) -> tuple[int, str]:
-    """How far ahead (KB) the skinny products prefetch on the active ISA path, and where that comes from:
-    $TORCHPLUG_CPU_PREFETCH_KB, else (with `measured`) `torchplug tune cpu`'s measurement for this CPU
-    model and path, else PREFETCH_BY_CPU's entry, else the path's own. ValueError on a bad value."""
+class Prefetch(NamedTuple):
+    """How the skinny products prefetch their weight stream: KB ahead, into which cache, and why."""
+
+    kb: int
+    level: str  # a PREFETCH_LEVELS name
+    source: str
+
+
+def apply_prefetch(kb: int, level: str) -> None:
+    """Make the kernels prefetch `kb` KB ahead into cache `level` ("l1" or "l2") from now on."""
+    extension().set_gemv_prefetch_bytes(kb << 10)
+    extension().set_gemv_prefetch_level(PREFETCH_LEVELS[level])
+
+
+def gemv_prefetch(measured: bool = True) -> Prefetch:
+    """The skinny products' prefetch on the active ISA path: `torchplug tune cpu`'s measurement for this
+    CPU model and path (with `measured`), else PREFETCH_BY_CPU's entry, else the path's own distance
+    into L1; $TORCHPLUG_CPU_PREFETCH_KB and $TORCHPLUG_CPU_PREFETCH_LEVEL override either part.
+    ValueError on a bad value."""
     from . import tuning
 
-    value = os.environ.get(PREFETCH_ENV, "").strip()
-    if value:
-        if not value.isdigit():
-            raise ValueError(f"torchplug-cpu: {PREFETCH_ENV}={value!r} is not a whole number of KB (0 or more); "
-                             f"unset it for this CPU's distance")
-        return int(value), PREFETCH_ENV
     ext = extension()
-    isa = ext.current_isa()
+    isa, vendor = ext.current_isa(), ext.cpu_vendor()
     if measured and (found := tuning.recorded(ext, isa)) is not None:
-        return found.prefetch_kb, f"measured by `torchplug tune cpu` at {found.measured}"
-    if (kb := PREFETCH_BY_CPU.get((ext.cpu_vendor(), isa))) is not None:
-        return kb, f"PREFETCH_BY_CPU's {ext.cpu_vendor()} entry"
-    return ext.own_prefetch_bytes() >> 10, f"the {isa} path's own"
+        base = Prefetch(found.prefetch_kb, found.prefetch_level, f"measured by `torchplug tune cpu` at {found.measured}")
+    elif (entry := PREFETCH_BY_CPU.get((vendor, isa))) is not None:
+        base = Prefetch(*entry, f"PREFETCH_BY_CPU's {vendor} entry")
+    else:
+        base = Prefetch(ext.own_prefetch_bytes() >> 10, "l1", f"the {isa} path's own")
+    kb = os.environ.get(PREFETCH_ENV, "").strip()
+    if kb and not kb.isdigit():
+        raise ValueError(f"torchplug-cpu: {PREFETCH_ENV}={kb!r} is not a whole number of KB (0 or more); "
+                         f"unset it for this CPU's distance")
+    level = os.environ.get(PREFETCH_LEVEL_ENV, "").strip().lower()
+    if level and level not in PREFETCH_LEVELS:
+        raise ValueError(f"torchplug-cpu: {PREFETCH_LEVEL_ENV}={level!r} is not one of {', '.join(PREFETCH_LEVELS)}; "
+                         f"unset it for this CPU's level")
+    overridden = [name for name, value in ((PREFETCH_ENV, kb), (PREFETCH_LEVEL_ENV, level)) if value]
+    source = "; ".join(overridden + ([] if kb and level else [base.source]))
+    return Prefetch(int(kb) if kb else base.kb, level or base.level, source)
 
 
 def load(build: bool = True) -> ModuleType | None:
@@ -252,9 +281,10 @@ def fp16_status() -> str:
     """How float16 GEMMs run while loaded, for `torchplug list`."""
     gemm = ("fp16 GEMM: torchplug's up to 8 rows or columns, torch's oneDNN (AVX512-FP16) beyond"
             if loaded() and onednn_fp16() else "fp16 GEMM: torchplug's")
-    if not loaded():
+    if not loaded() or _prefetch is None:
         return gemm
-    return f"{gemm}, prefetching {extension().gemv_prefetch_bytes() >> 10} KB ahead in decode ({_prefetch_source})"
+    return (f"{gemm}, prefetching {_prefetch.kb} KB ahead into {_prefetch.level.upper()} in decode "
+            f"({_prefetch.source})")
 
 
 def _register_llm_ops() -> None:

@@ -1,15 +1,15 @@
 """Settings torchplug-cpu measures on the machine instead of guessing per ISA path.
 
-`torchplug tune cpu` times the skinny products' prefetch distance (how far ahead decode's F.linear
-and the int8 / int4 weight-only products fetch their weight stream) and records the fastest, keyed
-by the CPU model and ISA path, in the cache's tuning file. Every later load on a CPU of that model
-runs it (kernels.py: after $TORCHPLUG_CPU_PREFETCH_KB, before PREFETCH_BY_CPU and the path's own).
-A pre-baked cache taken to another CPU model keeps that CPU's defaults.
+`torchplug tune cpu` times the skinny products' prefetch (how far ahead decode's F.linear and the
+int8 / int4 weight-only products fetch their weight stream, and into L1 or L2) and records the
+fastest, keyed by the CPU model and ISA path, in the cache's tuning file. Every later load on a CPU
+of that model runs it (kernels.py: under $TORCHPLUG_CPU_PREFETCH_KB / _LEVEL, over PREFETCH_BY_CPU
+and the path's own). A pre-baked cache taken to another CPU model keeps that CPU's defaults.
 
 The measurement is the one decode is bound by: fp16 weights in 8192 x 2048 matrices, twice the L3
 (at least 512 MB) so they come from memory, one activation row, on torch's threads. Each candidate
-distance runs once per round in a rotating order, so a load change on a shared machine hits them
-alike; medians over the rounds. A candidate replaces the distance in force only when its median is
+runs once per round in a rotating order, so a load change on a shared machine hits them
+alike; medians over the rounds. A candidate replaces the prefetch in force only when its median is
 at least MARGIN faster: on a noisy machine the default stands rather than a lucky draw.
 """
 
@@ -18,12 +18,14 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 CANDIDATES_KB = (0, 1, 2, 4, 6, 8, 12, 16, 24)
+LEVELS = ("l1", "l2")  # kernels.PREFETCH_LEVELS' names; at 0 KB the level makes no difference
 ROUNDS = 7
 MARGIN = 1.03
 SHAPE = (8192, 2048)  # a decoder's MLP matrix: one weight row is 4 KB, about the distances tried
@@ -38,8 +40,10 @@ class PrefetchMeasurement:
     cpu: str
     isa: str
     prefetch_kb: int        # what runs from now on
+    prefetch_level: str
     in_force_kb: int        # what ran before the measurement
-    gbps: dict[str, float]  # candidate KB -> median GB/s of weights
+    in_force_level: str
+    gbps: dict[str, float]  # candidate ("l2 12 KB") -> median GB/s of weights
     threads: int
     megabytes: int
     measured: str           # UTC date and time
@@ -91,39 +95,47 @@ def from_memory_bytes() -> int:
     return max(MIN_BYTES, 2 * l3)
 
 
-def choose(gbps: dict[int, float], in_force_kb: int) -> int:
-    """The fastest candidate, if it beats the distance in force by MARGIN; else the one in force."""
+Candidate = tuple[str, int]  # (level, KB)
+
+
+def label(candidate: Candidate) -> str:
+    return f"{candidate[0]} {candidate[1]} KB"
+
+
+def choose(gbps: dict[Candidate, float], in_force: Candidate) -> Candidate:
+    """The fastest candidate, if it beats the one in force by MARGIN; else the one in force."""
     fastest = max(gbps, key=gbps.__getitem__)
-    return fastest if gbps[fastest] >= MARGIN * gbps[in_force_kb] else in_force_kb
+    return fastest if gbps[fastest] >= MARGIN * gbps[in_force] else in_force
 
 
-def measure(ext, in_force_kb: int, rounds: int = ROUNDS) -> PrefetchMeasurement:
-    """Time every candidate distance (and the one in force) on the active ISA path and choose.
-    Leaves the extension's distance as it found it; records nothing."""
-    candidates = sorted({*CANDIDATES_KB, in_force_kb})
+def measure(ext, in_force: Candidate, apply: Callable[[int, str], None], rounds: int = ROUNDS) -> PrefetchMeasurement:
+    """Time every candidate (level, distance), and the one in force, on the active ISA path and choose;
+    `apply(kb, level)` sets one. Leaves the one in force set; records nothing."""
+    candidates = sorted({*((level, kb) for level in LEVELS for kb in CANDIDATES_KB if kb or level == "l1"), in_force})
     matrix_bytes = SHAPE[0] * SHAPE[1] * 2
     count = -(-from_memory_bytes() // matrix_bytes)
     weights = [torch.full(SHAPE, 0.5, dtype=torch.float16) for _ in range(count)]  # written: no shared zero pages
     row = torch.full((1, SHAPE[1]), 0.25, dtype=torch.float16)
-    before = ext.gemv_prefetch_bytes()
-    seconds: dict[int, list[float]] = {kb: [] for kb in candidates}
+    seconds: dict[Candidate, list[float]] = {candidate: [] for candidate in candidates}
     try:
         for weight in weights[:2]:  # warm-up: threads up, code paged in
             torch.nn.functional.linear(row, weight)
         for round_ in range(rounds):
             shift = round_ % len(candidates)
-            for kb in candidates[shift:] + candidates[:shift]:
-                ext.set_gemv_prefetch_bytes(kb << 10)
+            for level, kb in candidates[shift:] + candidates[:shift]:
+                apply(kb, level)
                 start = time.perf_counter()
                 for weight in weights:
                     torch.nn.functional.linear(row, weight)
-                seconds[kb].append(time.perf_counter() - start)
+                seconds[level, kb].append(time.perf_counter() - start)
     finally:
-        ext.set_gemv_prefetch_bytes(before)
-    gbps = {kb: count * matrix_bytes / statistics.median(times) / 1e9 for kb, times in seconds.items()}
+        apply(in_force[1], in_force[0])
+    gbps = {candidate: count * matrix_bytes / statistics.median(times) / 1e9 for candidate, times in seconds.items()}
+    level, kb = choose(gbps, in_force)
     return PrefetchMeasurement(
-        cpu=cpu_identity(ext), isa=ext.current_isa(), prefetch_kb=choose(gbps, in_force_kb), in_force_kb=in_force_kb,
-        gbps={str(kb): round(value, 2) for kb, value in gbps.items()}, threads=torch.get_num_threads(),
+        cpu=cpu_identity(ext), isa=ext.current_isa(), prefetch_kb=kb, prefetch_level=level, in_force_kb=in_force[1],
+        in_force_level=in_force[0], gbps={label(c): round(value, 2) for c, value in gbps.items()},
+        threads=torch.get_num_threads(),
         megabytes=count * matrix_bytes >> 20,
         measured=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 

@@ -58,6 +58,8 @@ const IsaKernels::QuantTasks* int4_int8_kernels();
 void set_gemv_prefetch_bytes(int64_t bytes);
 // The active path's own distance, which runs while none is set.
 int64_t own_prefetch_bytes();
+// The cache level the skinny products' prefetches fill (isa.h's gemv_prefetch_level): 1 or 2.
+void set_gemv_prefetch_level(int level);
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
 // views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)

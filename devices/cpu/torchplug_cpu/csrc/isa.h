@@ -23,8 +23,10 @@ constexpr int kNumDtypes = 3;
 
 // How far ahead the skinny products' dot kernels (gemv_kernel.h) prefetch their weight stream, in
 // bytes: what kernels.py set for this CPU and path (TORCHPLUG_CPU_PREFETCH_KB), or negative for
-// the ISA path's own distance. Defined in isa_select.cpp.
+// the ISA path's own distance; and the cache level those prefetches fill, 1 (prefetcht0, the
+// default) or 2 (prefetcht1: TORCHPLUG_CPU_PREFETCH_LEVEL). Defined in isa_select.cpp.
 int64_t gemv_prefetch_bytes();
+int gemv_prefetch_level();
 
 // C[b] = alpha * A[b] @ B[b] + beta * Cin[b] in fp16 with fp32 accumulation; strides in elements.
 // Cin is read only when beta != 0 (then it may be C itself: each element is read before it is

@@ -146,4 +146,15 @@ void set_gemv_prefetch_bytes(int64_t bytes) { g_gemv_prefetch_bytes.store(bytes,
 
 int64_t own_prefetch_bytes() { return active_kernels().own_prefetch_bytes; }
 
+namespace {
+std::atomic<int> g_gemv_prefetch_level{1};
+}  // namespace
+
+int gemv_prefetch_level() { return g_gemv_prefetch_level.load(std::memory_order_relaxed); }
+
+void set_gemv_prefetch_level(int level) {
+  TORCH_CHECK_VALUE(level == 1 || level == 2, "torchplug-cpu: the prefetch level is 1 (L1) or 2 (L2), not ", level);
+  g_gemv_prefetch_level.store(level, std::memory_order_relaxed);
+}
+
 }  // namespace torchplug_cpu

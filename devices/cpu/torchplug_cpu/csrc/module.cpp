@@ -27,6 +27,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("bytes"));
   m.def("gemv_prefetch_bytes", &tc::gemv_prefetch_bytes,
         "the skinny products' prefetch distance set (negative: the path's own)");
+  m.def("set_gemv_prefetch_level", &tc::set_gemv_prefetch_level,
+        "the cache level the skinny products' prefetches fill: 1 (L1, prefetcht0) or 2 (L2, prefetcht1)",
+        py::arg("level"));
+  m.def("gemv_prefetch_level", &tc::gemv_prefetch_level, "the cache level the skinny products' prefetches fill");
   m.def("own_prefetch_bytes", &tc::own_prefetch_bytes,
         "the active ISA path's own prefetch distance in bytes, which runs while none is set");
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");

@@ -60,6 +60,7 @@ struct Avx2Dots {
     constexpr int64_t kStepK = 64 / HB;         // k rows per 64-byte step: 4 (AVX2 layout), 2 (AVX-512)
     constexpr int64_t kSteps = 8;               // steps summed in int16
     const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_bytes();  // bytes
+    const bool to_l2 = Gemv<I>::prefetch_to_l2();
     const __m256i low4 = _mm256_set1_epi8(15), even = _mm256_set1_epi32(1);
     const __m256i pairs = _mm256_setr_epi8(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2,
                                            1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3);
@@ -72,7 +73,7 @@ struct Avx2Dots {
           for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_si256();
         for (int64_t kk = k0; kk < k0 + kSteps * kStepK; kk += kStepK) {
           const uint8_t* rows = blk + kk * HB;
-          __builtin_prefetch(rows + ahead, 0, 3);  // one stream, as far ahead as the float path
+          Gemv<I>::prefetch(rows + ahead, to_l2);  // one stream, as far ahead as the float path
           const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows));
           const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + 32));
           const __m256i u0 = _mm256_unpacklo_epi8(a, c), u1 = _mm256_unpackhi_epi8(a, c);

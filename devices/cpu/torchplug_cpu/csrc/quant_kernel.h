@@ -185,6 +185,7 @@ struct Quant {
     constexpr int64_t HB = BW / 2;  // bytes per k row
     static_assert(HB % W == 0, "a half block is whole vectors");
     const int64_t ahead = Gemv<I>::prefetch_bytes();  // bytes
+    const bool to_l2 = Gemv<I>::prefetch_to_l2();
     std::memset(tot, 0, Rn * BW * sizeof(float));
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k_begin = g * p.group, k_end = min(p.k, k_begin + p.group);
@@ -197,7 +198,7 @@ struct Quant {
         const uint8_t* row = blk + kk * HB;
         // The blocks follow one another in memory: one stream, prefetched as far ahead as the
         // fp16 GEMV's (a prefetch per row; at most 32 bytes a row, so every line is asked for).
-        __builtin_prefetch(row + ahead, 0, 3);
+        Gemv<I>::prefetch(row + ahead, to_l2);
         V q[NV];
         for (int v = 0; v < HV; ++v) I::load_u4x2(row + v * W, q[v], q[HV + v]);
         for (int r = 0; r < Rn; ++r) {

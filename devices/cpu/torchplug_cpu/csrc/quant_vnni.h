@@ -37,6 +37,7 @@ struct VnniDots {
     static_assert(BW == 64, "torch's AVX-512 layout only");
     constexpr int64_t HB = 32, kBlock = 32;  // bytes per k row, k per activation scale
     const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_bytes();  // bytes
+    const bool to_l2 = Gemv<I>::prefetch_to_l2();
     // Lane j of the first gather: byte j of rows 0..3 (row i is bytes 32 i.. of r01:r23); the
     // second: byte 16 + j.
     const __m512i gather0 = _mm512_set_epi8(
@@ -55,8 +56,8 @@ struct VnniDots {
       for (int64_t kk = b * kBlock; kk < (b + 1) * kBlock; kk += 4) {
         const uint8_t* rows = blk + kk * HB;
         // One stream, prefetched as far ahead as the float path's (128 bytes here: two lines).
-        __builtin_prefetch(rows + ahead, 0, 3);
-        __builtin_prefetch(rows + ahead + 64, 0, 3);
+        Gemv<I>::prefetch(rows + ahead, to_l2);
+        Gemv<I>::prefetch(rows + ahead + 64, to_l2);
         const __m512i r01 = _mm512_loadu_si512(rows), r23 = _mm512_loadu_si512(rows + 64);
         const __m512i t0 = _mm512_permutex2var_epi8(r01, gather0, r23), t1 = _mm512_permutex2var_epi8(r01, gather1, r23);
         const __m512i q[4] = {_mm512_and_si512(t0, low4), _mm512_and_si512(t1, low4),
