@@ -21,9 +21,10 @@ row (1 x 2048 by an 8192 x 2048 weight) and a prefill of 128 rows (there stock r
 fp32 / fp16 loops take seconds a call), beside torchplug's fp16 F.linear on the same weight shape.
 A decode row then streams fp16, int8 and int4 weights in the shapes of benchmarks/llm's 499M
 decoder layer from memory (views of one buffer of twice the L3), beside a torch.sum of it.
-Where the active ISA path rounds int4 decode activations to int8 (TORCHPLUG_CPU_INT4_ACTIVATIONS;
-the avx512 path with AVX512-VNNI, or the avx2 path: TORCHPLUG_CPU_ISA=avx2), a further table times
-the int4 op at decode rows with float and with int8 activations, the two called in turn.
+Where the active ISA path rounds decode activations (int4 weights: to int8,
+TORCHPLUG_CPU_INT4_ACTIVATIONS; int8 weights: to int16, TORCHPLUG_CPU_INT8_ACTIVATIONS; the avx512
+path with AVX512-VNNI, or the avx2 path: TORCHPLUG_CPU_ISA=avx2), a further table times both ops at
+1 and 8 decode rows with float and with rounded activations, the two called in turn.
 --quick skips the 2048^2 row, the slow stock / bf16 cases, the compiled MLP and the prefill and
 from-memory rows of the weight-only tables; --no-compile skips only the MLP; --weight-only runs only
 the weight-only tables (and their verdicts).
@@ -382,40 +383,49 @@ def stream_rows(report):
     return rows, checks
 
 
-INT8_ACTIVATION_SHAPES = ((1, 2048, 8192), (1, 2048, 512))  # the decode row; a weight that stays in L2
+ROUNDED_ACTIVATION_SHAPES = ((1, 2048, 8192), (8, 2048, 8192), (1, 2048, 512))  # decode rows; a weight in L2
 
 
-def int8_activation_rows(report):
-    """[shape, activations, float GB/s, int8 GB/s, int8 / float]: int4 decode rows on the active ISA
-    path with TORCHPLUG_CPU_INT4_ACTIVATIONS' two settings, called in turn (none where the path has
-    no int8 activations)."""
+def rounded_activation_rows(report):
+    """[op, shape, activations, float GB/s, rounded GB/s, rounded / float]: int4 and int8 decode rows on
+    the active ISA path with their activations kept in fp32 and rounded (int4: to int8,
+    TORCHPLUG_CPU_INT4_ACTIVATIONS; int8: to int16, TORCHPLUG_CPU_INT8_ACTIVATIONS), called in turn
+    (an op whose path has no rounded activations is left out)."""
     from torchplug_cpu import kernels
 
     ext = kernels.load()
-    if not ext.int4_int8_dots_supported():
-        return []
+    ops = [op for op in (("_weight_int4pack_mm_for_cpu", ext.int4_int8_dots_supported(), ext.set_int4_int8_dots),
+                         ("_weight_int8pack_mm", ext.int8_int16_dots_supported(), ext.set_int8_int16_dots)) if op[1]]
     rows, gen = [], torch.Generator().manual_seed(0)
     try:
-        for m, k, n in INT8_ACTIVATION_SHAPES:
-            shape = f"{m}x{k} @ {n}x{k}^T"
-            w4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.randint(0, 16, (n, k), dtype=torch.int32,
-                                                                                  generator=gen), 1)
-            for dtype in (torch.bfloat16, torch.float16):
-                x = torch.randn(m, k, generator=gen).to(dtype)
-                sz = (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).to(dtype)
-
-                def call(int8, x=x, sz=sz, w4=w4):
-                    ext.set_int4_int8_dots(int8)
-                    return torch.ops.aten._weight_int4pack_mm_for_cpu(x, w4, QUANT_GROUP, sz)
-
-                secs = interleaved({"float": lambda: call(False), "int8": lambda: call(True)}, budget_s=2.0,
-                                   max_runs=101)
-                dtype_name = str(dtype).replace("torch.", "")
-                fl, i8 = (report.add(f"_weight_int4pack_mm_for_cpu {shape} {dtype_name}, {name} activations",
-                                     [n * k // 2 / t / 1e9 for t in secs[name]], "GB/s") for name in ("float", "int8"))
-                rows.append([shape, dtype_name, fl.cell, i8.cell, report.record(i8.ratio(fl)).cell + "x"])
+        for op, _, allow in ops:
+            for m, k, n in ROUNDED_ACTIVATION_SHAPES:
+                shape = f"{m}x{k} @ {n}x{k}^T"
+                if op == "_weight_int8pack_mm":
+                    w, weight_bytes = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen), n * k
+                else:
+                    w = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+                        torch.randint(0, 16, (n, k), dtype=torch.int32, generator=gen), 1)
+                    weight_bytes = n * k // 2
+                for dtype in (torch.bfloat16, torch.float16):
+                    x = torch.randn(m, k, generator=gen).to(dtype)
+                    if op == "_weight_int8pack_mm":
+                        s = (torch.rand(n, generator=gen) * 0.01).to(dtype)
+                        fn = lambda x=x, w=w, s=s: torch.ops.aten._weight_int8pack_mm(x, w, s)  # noqa: E731
+                    else:
+                        sz = (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).to(dtype)
+                        fn = lambda x=x, w=w, sz=sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w, QUANT_GROUP, sz)  # noqa: E731
+                    secs = interleaved({"float": lambda fn=fn: (allow(False), fn()),
+                                        "rounded": lambda fn=fn: (allow(True), fn())}, budget_s=2.0, max_runs=101)
+                    dtype_name = str(dtype).replace("torch.", "")
+                    fl, rounded = (report.add(f"{op} {shape} {dtype_name}, {name} activations",
+                                              [weight_bytes / t / 1e9 for t in secs[name]], "GB/s")
+                                   for name in ("float", "rounded"))
+                    rows.append([op, shape, dtype_name, fl.cell, rounded.cell,
+                                 report.record(rounded.ratio(fl)).cell + "x"])
     finally:
         ext.set_int4_int8_dots(kernels.int4_activations() == "int8")
+        ext.set_int8_int16_dots(kernels.int8_activations() == "int16")
     return rows
 
 
@@ -516,12 +526,12 @@ def weight_only_table(report, args):
         rows, stream_checks = stream_rows(report)
         report.table(["weights", "MB", "GB/s", "vs fp16"], rows)
         quant_checks += stream_checks
-    int8_rows = int8_activation_rows(report)
-    if int8_rows:
-        print(f"\nint4 decode with float and int8 activations (TORCHPLUG_CPU_INT4_ACTIVATIONS), ISA path "
-              f"{kernels.current_isa()}, torch's {torch.backends.cpu.get_cpu_capability()} layout, called in turn: "
-              f"GB/s of packed weights (median)\n")
-        report.table(["shape", "activations", "float", "int8", "int8 / float"], int8_rows)
+    rounded_rows = rounded_activation_rows(report)
+    if rounded_rows:
+        print(f"\nDecode rows with float and rounded activations (int4 weights: int8, TORCHPLUG_CPU_INT4_ACTIVATIONS; "
+              f"int8 weights: int16, TORCHPLUG_CPU_INT8_ACTIVATIONS), ISA path {kernels.current_isa()}, torch's "
+              f"{torch.backends.cpu.get_cpu_capability()} layout, called in turn: GB/s of weights (median)\n")
+        report.table(["op", "shape", "activations", "float", "rounded", "rounded / float"], rounded_rows)
     print()
     for ok, text, ratio in quant_checks:
         report.verdict(ok, text, ratio)

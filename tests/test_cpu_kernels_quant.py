@@ -16,6 +16,10 @@ the result is held to the same bound around the float64 product of the rounded x
 exactly as the kernel rounds it), and to the activations' rounding bound around the product of x
 itself. Each path and packed layout runs (ATEN_CPU_CAPABILITY=avx2 in a subprocess for torch's AVX2
 layout).
+
+int8 decode rows with fp16 / bf16 activations round x to int16 per block of 256 (csrc/
+quant_int16_activations.h) on the same paths: the result is held to the bound around the product of
+the rounded x, and around x's own product with the rounding's bound added.
 """
 
 import re
@@ -87,6 +91,34 @@ def int8_terms(w, scales):
     return int8_dequantized(w, scales).abs()
 
 
+def runs_int16_activations(ext, x):
+    """Whether an int8 call on x rounds it to int16 (quant_ops.cpp): a few rows of fp16 / bf16 with k a
+    multiple of 32, with the setting on, on a path that has the kernels."""
+    return ext.int8_int16_dots() and x.dtype != torch.float32 and x.shape[0] <= 16 and x.shape[1] % 32 == 0
+
+
+def int16_rounded(x):
+    """(x_hat, d) in float64: x rounded to int16 per block of 256 along k (the last one shorter) as
+    quant_int16_activations.h rounds it (in fp32: d = max|x| / 32767, q = round-half-even(x * (1 / d))),
+    and d per element's block."""
+    x_hat, d = torch.empty(x.shape, dtype=torch.float64), torch.empty(x.shape, dtype=torch.float64)
+    for k0 in range(0, x.shape[1], 256):
+        block = x[:, k0:k0 + 256].float()
+        scale = block.abs().amax(1, keepdim=True) / 32767
+        inv = torch.where(scale != 0, 1 / scale, torch.zeros_like(scale))
+        q = torch.round(block * inv)
+        assert q.abs().max() <= 32767
+        x_hat[:, k0:k0 + 256] = q.double() * scale.double()
+        d[:, k0:k0 + 256] = scale.double()
+    return x_hat, d
+
+
+def assert_int8_close(ext, out, x, w, scales):
+    """out against the float64 product of the x the kernel multiplies (int16-rounded where it rounds it)."""
+    x_used = int16_rounded(x)[0] if runs_int16_activations(ext, x) else None
+    assert_quant_close(out, x, int8_dequantized(w, scales), int8_terms(w, scales), x_used)
+
+
 # The packed layouts (torch's CPU capability) each path's int8-activation kernels read.
 INT8_LAYOUTS = {"avx512": ("AVX512",), "avx2": ("AVX512", "AVX2")}
 
@@ -147,15 +179,15 @@ INT8_SHAPES = [(1, 2048, 256), (1, 7, 3), (2, 33, 17), (3, 130, 48), (4, 1000, 1
 def test_int8_matches_float64(isa, ext, dtype, m, k, n):
     x, w, scales = int8_case(m, k, n, dtype, seed=m + k + n)
     out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
-    assert_quant_close(out, x, int8_dequantized(w, scales), int8_terms(w, scales))
+    assert_int8_close(ext, out, x, w, scales)
 
 
 @pytest.mark.parametrize("m", [1, 5, 40])
 def test_int8_takes_rows_with_a_stride(isa, ext, m):
     """x need only be contiguous along k (torch's rule): rows of a wider buffer."""
-    x, w, scales = int8_case(m, 300, 70, torch.float16, row_stride=333)
+    x, w, scales = int8_case(m, 320, 70, torch.float16, row_stride=333)
     out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
-    assert_quant_close(out, x, int8_dequantized(w, scales), int8_terms(w, scales))
+    assert_int8_close(ext, out, x, w, scales)
 
 
 # (m, k, n, group): every group size, k not a multiple of the group (a shorter last group), n with a
@@ -255,6 +287,70 @@ def test_int4_activations_setting_is_read_from_the_environment():
                                                      TORCHPLUG_CPU_INT4_ACTIVATIONS="float").stdout
 
 
+@pytest.fixture(params=["int16", "float"])
+def int8_activations(request, ext, isa):
+    """Both settings of the int8 weights' activations (TORCHPLUG_CPU_INT8_ACTIVATIONS)."""
+    if request.param == "int16" and not ext.int8_int16_dots_supported():
+        pytest.skip(f"the {isa} path has no int16 activations on this CPU (avx512 needs AVX512-VNNI and VBMI)")
+    ext.set_int8_int16_dots(request.param == "int16")
+    yield request.param
+    ext.set_int8_int16_dots(kernels.int8_activations() == "int16")
+
+
+# (m, k, n): decode rows on the int16 activations' path (k a multiple of 32): one block and a part,
+# several blocks with a shorter last one (k 800: 256 * 3 + 32), 1 to 16 rows (4 per pass, and the
+# rest), n not a multiple of 16.
+INT16_ACTIVATION_SHAPES = [(1, 2048, 256), (1, 32, 17), (2, 96, 80), (3, 800, 48), (4, 512, 64), (5, 288, 33),
+                           (7, 4096, 40), (9, 256, 100), (16, 160, 96)]
+
+
+@INT8_PATHS
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("m,k,n", INT16_ACTIVATION_SHAPES, ids=[f"{m}x{k}x{n}" for m, k, n in INT16_ACTIVATION_SHAPES])
+def test_int8_activations_rounded_to_int16_stay_within_their_bound(ext, int8_activations, dtype, m, k, n):
+    """With int16 activations the result is the float64 product of the rounded x (within fp32's
+    accumulation bound), and so within sum over k of |x - x_hat| |w| <= d / 2 * |w| of the product
+    of x itself. With float activations, x's product."""
+    x, w, scales = int8_case(m, k, n, dtype, seed=m + k + n)
+    out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
+    assert runs_int16_activations(ext, x) == (int8_activations == "int16")
+    w64, terms = int8_dequantized(w, scales), int8_terms(w, scales)
+    if int8_activations == "float":
+        assert_quant_close(out, x, w64, terms)
+        return
+    x_hat, d = int16_rounded(x)
+    assert_quant_close(out, x, w64, terms, x_hat)
+    assert_quant_close(out, x, w64, terms, extra=(d / 2) @ w64.abs().t())
+
+
+@INT8_PATHS
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_int8_rows_with_infinities_keep_float_activations(ext, int8_activations, bad):
+    """A row holding an infinity or NaN cannot be rounded to int16: that call runs the float path,
+    infinities and NaNs where torch puts them."""
+    x, w, scales = int8_case(2, 256, 64, torch.float16)
+    x[1, 100] = bad
+    out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
+    ext.set_int8_int16_dots(False)
+    expected = torch.ops.aten._weight_int8pack_mm(x, w, scales)
+    assert out[1].isinf().sum() + out[1].isnan().sum() == 64
+    torch.testing.assert_close(out, expected, equal_nan=True, rtol=0, atol=0)
+
+
+def test_int8_activations_setting_is_read_from_the_environment():
+    """TORCHPLUG_CPU_INT8_ACTIVATIONS=float turns the int16 activations off; an unknown value is refused
+    naming the choices."""
+    code = ("from torchplug_cpu import kernels; ext = kernels.load(); "
+            "print('int16 dots:', ext.int8_int16_dots(), ext.int8_int16_dots_supported())")
+    assert "int16 dots: False" in run_python(code, TORCHPLUG_CPU_INT8_ACTIVATIONS="float").stdout
+    result = run_python(code)
+    assert "int16 dots: True True" in result.stdout or "int16 dots: False False" in result.stdout
+    bad = run_python(code, check=False, TORCHPLUG_CPU_INT8_ACTIVATIONS="int8")
+    assert bad.returncode != 0 and "TORCHPLUG_CPU_INT8_ACTIVATIONS=int8; expected one of int16, float" in bad.stderr
+    if "avx2" in kernels.load().supported_isas():
+        assert "int16 dots: True True" in run_python(code, TORCHPLUG_CPU_ISA="avx2").stdout
+
+
 @INT8_PATHS
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_the_check_catches_one_wrong_scale(ext, isa, dtype):
@@ -263,12 +359,12 @@ def test_the_check_catches_one_wrong_scale(ext, isa, dtype):
     neighbour's scale, as an off-by-one in the kernel would read it."""
     x, w, scales = int8_case(3, 512, 64, dtype)
     out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
-    assert_quant_close(out, x, int8_dequantized(w, scales), int8_terms(w, scales))
+    assert_int8_close(ext, out, x, w, scales)
     planted = scales.clone()
     planted[37] = scales[38]
     assert abs(float(scales[38] / scales[37]) - 1) > 0.1
     with pytest.raises(AssertionError, match="elements off"):
-        assert_quant_close(out, x, int8_dequantized(w, planted), int8_terms(w, planted))
+        assert_int8_close(ext, out, x, w, planted)
 
     x, q, sz = int4_case(3, 512, 64, 128, dtype)
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)

@@ -27,6 +27,11 @@ products on the avx512 path where the CPU has AVX512-VNNI and VBMI, and on the a
 the default; csrc/quant_int8_activations.h); `float` keeps them in fp32 (slower there, without the
 activations' rounding error). fp32 activations always keep fp32.
 
+TORCHPLUG_CPU_INT8_ACTIVATIONS=int16|float: the same for int8 weight-only products of a few rows:
+`int16` (the default) rounds fp16 / bf16 activations to int16 per block of 256 along k (to within
+max|x| / 65534 of the block, 254 times finer than the weights' own step) and runs integer dot
+products, on the same paths (csrc/quant_int16_activations.h); `float` keeps them in fp32.
+
 TORCHPLUG_CPU_PREFETCH_KB=N and TORCHPLUG_CPU_PREFETCH_LEVEL=l1|l2: how far ahead (KB) the skinny
 products (decode's F.linear and the int8 / int4 weight-only products) prefetch their weight stream,
 and into which cache (l1: prefetcht0, l2: prefetcht1). Unset: what `torchplug tune cpu` measured on
@@ -55,6 +60,7 @@ ISA_ENV = "TORCHPLUG_CPU_ISA"
 FP32_ENV = "TORCHPLUG_CPU_FP32"
 FP32_ROUTES = ("auto", "onednn", "stock")
 INT4_ACTIVATIONS_ENV = "TORCHPLUG_CPU_INT4_ACTIVATIONS"
+INT8_ACTIVATIONS_ENV = "TORCHPLUG_CPU_INT8_ACTIVATIONS"
 PREFETCH_ENV = "TORCHPLUG_CPU_PREFETCH_KB"
 PREFETCH_LEVEL_ENV = "TORCHPLUG_CPU_PREFETCH_LEVEL"
 PREFETCH_LEVELS = {"l1": 1, "l2": 2}  # the name -> the cache level the C++ takes
@@ -69,6 +75,7 @@ PREFETCH_BY_CPU = {
     ("GenuineIntel", "avx2"): (12, "l2"),
 }
 INT4_ACTIVATIONS = ("int8", "float")
+INT8_ACTIVATIONS = ("int16", "float")
 EXTENSION_NAME = "torchplug_cpu_ext"
 CSRC = Path(__file__).resolve().parent / "csrc"
 # at::parallel_for is inline OpenMP code: without -fopenmp it silently runs on one thread. The
@@ -212,6 +219,7 @@ def load(build: bool = True) -> ModuleType | None:
             return None
         select_isa(build=build)
         _extension.set_int4_int8_dots(int4_activations() == "int8")
+        _extension.set_int8_int16_dots(int8_activations() == "int16")
         global _fp32
         _fp32 = fp32_route()
         _extension.set_fp32_route_skinny(_fp32[0] == "onednn-skinny")
@@ -231,11 +239,20 @@ def load(build: bool = True) -> ModuleType | None:
 
 def int4_activations() -> str:
     """$TORCHPLUG_CPU_INT4_ACTIVATIONS (int8, the default, or float); ValueError naming the choices otherwise."""
-    choice = os.environ.get(INT4_ACTIVATIONS_ENV, "").strip().lower() or "int8"
-    if choice not in INT4_ACTIVATIONS:
-        raise ValueError(f"torchplug-cpu: unknown {INT4_ACTIVATIONS_ENV}={choice}; expected one of "
-                         f"{', '.join(INT4_ACTIVATIONS)} (or unset it for int8 on the avx2 path, and on the avx512 one "
-                         f"with AVX512-VNNI)")
+    return _activations(INT4_ACTIVATIONS_ENV, INT4_ACTIVATIONS)
+
+
+def int8_activations() -> str:
+    """$TORCHPLUG_CPU_INT8_ACTIVATIONS (int16, the default, or float); ValueError naming the choices otherwise."""
+    return _activations(INT8_ACTIVATIONS_ENV, INT8_ACTIVATIONS)
+
+
+def _activations(env: str, choices: tuple[str, str]) -> str:
+    """$env, one of `choices` (the first, rounded activations, is the default)."""
+    choice = os.environ.get(env, "").strip().lower() or choices[0]
+    if choice not in choices:
+        raise ValueError(f"torchplug-cpu: unknown {env}={choice}; expected one of {', '.join(choices)} (or unset it "
+                         f"for {choices[0]} on the avx2 path, and on the avx512 one with AVX512-VNNI)")
     return choice
 
 

@@ -54,6 +54,12 @@ bool int4_int8_dots_supported();
 void set_int4_int8_dots(bool on);
 bool int4_int8_dots();
 const IsaKernels::QuantTasks* int4_int8_kernels();
+// The same for int8 decode rows with int16 activations (quant_int16_activations.h; the setting:
+// TORCHPLUG_CPU_INT8_ACTIVATIONS).
+bool int8_int16_dots_supported();
+void set_int8_int16_dots(bool on);
+bool int8_int16_dots();
+const IsaKernels::QuantTasks* int8_int16_kernels();
 // The skinny products' prefetch distance in bytes (isa.h's gemv_prefetch_bytes); negative: the path's own.
 void set_gemv_prefetch_bytes(int64_t bytes);
 // The active path's own distance, which runs while none is set.

@@ -93,7 +93,8 @@ inline int64_t quant_scratch(const GemmBlocking& g, const QuantProblem& p, bool 
   // (int4: then x rounded to int8 for quant_int8_activations.h, its scales per 32 and its bytes)
   if (!gemm) {
     const int64_t skinny = up(p.m * p.k, 16) + up(p.m * (p.k / 32 + 1), 16) + up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64;
-    return p.block == 0 ? skinny : skinny + up(p.m * (p.k / 32 + 1), 16) + up(p.m * p.k / 4 + 1, 16);
+    // (int8: then x rounded to int16 for quant_int16_activations.h, its scales in the sums' place)
+    return p.block == 0 ? skinny + up(p.m * p.k / 2 + 1, 16) : skinny + up(p.m * (p.k / 32 + 1), 16) + up(p.m * p.k / 4 + 1, 16);
   }
   // GEMM: packed A, one packed B panel, the block's fp32 sums, one panel's scales and zeros
   return up(up(p.mc, g.mr) * kc, 16) + up(kc * g.nr, 16) + up(p.mc, g.mr) * up(p.nc, g.nr) + 2 * g.nr;
@@ -161,5 +162,8 @@ const IsaKernels& avx512emu_kernels();
 // isa_avx2.cpp's (quant_avx2_dots.h) the avx2 table's.
 const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots();
 const IsaKernels::QuantTasks* avx2_int4_gemv_int8_dots();
+// The same for int8 decode rows with int16 activations (quant_int16_activations.h).
+const IsaKernels::QuantTasks* avx512vnni_int8_gemv_int16_dots();
+const IsaKernels::QuantTasks* avx2_int8_gemv_int16_dots();
 
 }  // namespace torchplug_cpu

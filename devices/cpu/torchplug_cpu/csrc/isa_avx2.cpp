@@ -14,10 +14,15 @@ TP_DEFINE_ISA_KERNELS(Avx2, avx2_kernels)
 namespace torchplug_cpu {
 namespace TP_ISA {
 #include "quant_int8_activations.h"
+#include "quant_int16_activations.h"
 #include "quant_avx2_dots.h"
 }  // namespace TP_ISA
 
 const IsaKernels::QuantTasks* avx2_int4_gemv_int8_dots() {
   return TP_ISA::int8_activation_kernels<TP_ISA::QuantAvx2Dots<TP_ISA::Avx2>>();
+}
+
+const IsaKernels::QuantTasks* avx2_int8_gemv_int16_dots() {
+  return TP_ISA::int16_activation_kernels<TP_ISA::Int8Avx2<TP_ISA::Avx2>>();
 }
 }  // namespace torchplug_cpu

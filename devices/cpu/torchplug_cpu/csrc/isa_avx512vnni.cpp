@@ -1,5 +1,6 @@
-// int4 decode rows with int8 activations on AVX512-VNNI (quant_int8_activations.h, quant_vnni.h):
-// AVX-512F plus BW (byte vectors), VBMI (vpermt2b) and VNNI (vpdpbusd). Only this file is compiled
+// int4 decode rows with int8 activations and int8 decode rows with int16 activations on
+// AVX512-VNNI (quant_int8_activations.h, quant_int16_activations.h, quant_vnni.h): AVX-512F plus BW
+// (byte and word vectors), VBMI (vpermt2b) and VNNI (vpdpbusd, vpdpwssd). Only this file is compiled
 // for those; quant_ops.cpp calls it only on CPUs that have them (isa_select.cpp) while the avx512
 // path is active.
 #include <immintrin.h>
@@ -13,11 +14,16 @@ namespace torchplug_cpu::TP_ISA {
 #include "llm_kernels.h"
 #include "quant_kernel.h"
 #include "quant_int8_activations.h"
+#include "quant_int16_activations.h"
 #include "quant_vnni.h"
 }  // namespace torchplug_cpu::TP_ISA
 
 namespace torchplug_cpu {
 const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots() {
   return TP_ISA::int8_activation_kernels<TP_ISA::QuantVnni<TP_ISA::Avx512>>();
+}
+
+const IsaKernels::QuantTasks* avx512vnni_int8_gemv_int16_dots() {
+  return TP_ISA::int16_activation_kernels<TP_ISA::Int8Vnni<TP_ISA::Avx512>>();
 }
 }  // namespace torchplug_cpu

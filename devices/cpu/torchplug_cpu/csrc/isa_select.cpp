@@ -68,7 +68,6 @@ const IsaKernels* best() {
 }
 
 std::atomic<const IsaKernels*> g_active{nullptr};
-std::atomic<bool> g_int4_int8_dots{true};
 
 }  // namespace
 
@@ -118,23 +117,36 @@ void register_test_path(uintptr_t table) {
 }
 
 namespace {
-const IsaKernels::QuantTasks* int8_kernels_of_active_path() {
-  const IsaKernels* active = &active_kernels();
-  if (active == &avx512_kernels() && features().avx512_vnni_vbmi) return avx512vnni_int4_gemv_int8_dots();
-  if (active == &avx2_kernels()) return avx2_int4_gemv_int8_dots();
-  return nullptr;
-}
+// Decode kernels with integer dot products over rounded activations, which replace a table's
+// float ones: the avx512 path's where the CPU has AVX512-VNNI and VBMI (their file is compiled for
+// both), the avx2 path's; and the setting that allows them.
+struct IntegerDots {
+  const IsaKernels::QuantTasks* (*avx512vnni)();
+  const IsaKernels::QuantTasks* (*avx2)();
+  std::atomic<bool> on{true};
+
+  const IsaKernels::QuantTasks* of_active_path() const {
+    const IsaKernels* active = &active_kernels();
+    if (active == &avx512_kernels() && features().avx512_vnni_vbmi) return avx512vnni();
+    if (active == &avx2_kernels()) return avx2();
+    return nullptr;
+  }
+  const IsaKernels::QuantTasks* kernels() const { return on.load(std::memory_order_relaxed) ? of_active_path() : nullptr; }
+};
+
+IntegerDots g_int4_int8{&avx512vnni_int4_gemv_int8_dots, &avx2_int4_gemv_int8_dots};
+IntegerDots g_int8_int16{&avx512vnni_int8_gemv_int16_dots, &avx2_int8_gemv_int16_dots};
 }  // namespace
 
-bool int4_int8_dots_supported() { return int8_kernels_of_active_path() != nullptr; }
-
-void set_int4_int8_dots(bool on) { g_int4_int8_dots.store(on, std::memory_order_relaxed); }
-
-const IsaKernels::QuantTasks* int4_int8_kernels() {
-  return g_int4_int8_dots.load(std::memory_order_relaxed) ? int8_kernels_of_active_path() : nullptr;
-}
-
+bool int4_int8_dots_supported() { return g_int4_int8.of_active_path() != nullptr; }
+void set_int4_int8_dots(bool on) { g_int4_int8.on.store(on, std::memory_order_relaxed); }
+const IsaKernels::QuantTasks* int4_int8_kernels() { return g_int4_int8.kernels(); }
 bool int4_int8_dots() { return int4_int8_kernels() != nullptr; }
+
+bool int8_int16_dots_supported() { return g_int8_int16.of_active_path() != nullptr; }
+void set_int8_int16_dots(bool on) { g_int8_int16.on.store(on, std::memory_order_relaxed); }
+const IsaKernels::QuantTasks* int8_int16_kernels() { return g_int8_int16.kernels(); }
+bool int8_int16_dots() { return int8_int16_kernels() != nullptr; }
 
 namespace {
 std::atomic<int64_t> g_gemv_prefetch_bytes{-1};

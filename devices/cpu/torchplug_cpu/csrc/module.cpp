@@ -22,6 +22,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_int4_int8_dots", &tc::set_int4_int8_dots, "allow (True) or forbid int4 decode rows with int8 activations",
         py::arg("on"));
   m.def("int4_int8_dots", &tc::int4_int8_dots, "whether int4 decode rows run with int8 activations now");
+  m.def("int8_int16_dots_supported", &tc::int8_int16_dots_supported,
+        "whether the active ISA path can run int8 decode rows with int16 activations on this CPU "
+        "(avx512 with AVX512-VNNI and VBMI, or avx2)");
+  m.def("set_int8_int16_dots", &tc::set_int8_int16_dots,
+        "allow (True) or forbid int8 decode rows with int16 activations", py::arg("on"));
+  m.def("int8_int16_dots", &tc::int8_int16_dots, "whether int8 decode rows run with int16 activations now");
   m.def("set_gemv_prefetch_bytes", &tc::set_gemv_prefetch_bytes,
         "how far ahead the skinny products prefetch their weights, in bytes (negative: the ISA path's own)",
         py::arg("bytes"));

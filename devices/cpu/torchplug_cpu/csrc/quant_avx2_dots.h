@@ -18,7 +18,9 @@
 // widening: 3 port-5 shuffles for one row (the float path: 8 vpmovzxbd, 16 vcvtdq2ps, 16 ALU and
 // 16 FMAs). x's vpshufb could go by storing each row's x vectors pre-shuffled (32 bytes per 4 k:
 // 8 m k bytes of scratch, read again for every block of columns) instead of xq (m k bytes): not done.
-// Included inside namespace torchplug_cpu::avx2 (isa_avx2.cpp), after quant_int8_activations.h.
+// Also the int16 dots of int8 decode rows (quant_int16_activations.h): vpmaddwd.
+// Included inside namespace torchplug_cpu::avx2 (isa_avx2.cpp), after quant_int8_activations.h and
+// quant_int16_activations.h.
 #pragma once
 
 template <class I>
@@ -125,3 +127,27 @@ struct Avx2Dots {
 };
 
 template <class I> using QuantAvx2Dots = Int8Activations<I, Avx2Dots<I>>;
+
+// int8 decode rows with int16 activations (quant_int16_activations.h): vpmaddwd multiplies 16 int16
+// pairs and adds adjacent products into 8 int32 lanes (at most 2 * 32767 * 128). Per 16 weights: one
+// vpmovsxbw, then per row one vpmaddwd and one vpaddd (the float path: 2 vpmovsxbd, 2 vcvtdq2ps and
+// 2 FMAs per row). Only the vpaddd chains: one accumulator per row.
+template <class I>
+struct Avx2Int16Dots {
+  using Acc = __m256i;
+  static constexpr int64_t kK = 16;
+  static constexpr int kChains = 1;
+  static Acc zero() { return _mm256_setzero_si256(); }
+  static Acc add(Acc a, Acc b) { return _mm256_add_epi32(a, b); }
+  static __m256i widen(const int8_t* w) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w))); }
+  static Acc dot(Acc acc, __m256i w, const int16_t* x) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))));
+  }
+  static typename I::V to_float(Acc a) { return _mm256_cvtepi32_ps(a); }
+  static void to_int16(typename I::V v, int16_t* out) {
+    const __m256i q = _mm256_cvtps_epi32(v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)));
+  }
+};
+
+template <class I> using Int8Avx2 = Int16Activations<I, Avx2Int16Dots<I>>;

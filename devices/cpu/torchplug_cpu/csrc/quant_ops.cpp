@@ -99,7 +99,13 @@ Tensor weight_int8pack_mm(const Tensor& x, const Tensor& w, const Tensor& scales
   const int d = *kernel_dtype(x.scalar_type());
   const bool skinny = p.m <= kSkinnyRows;
   if (skinny) p.nc = skinny_columns(p.m, n, 16, true);
-  run(p, !skinny, skinny ? active_kernels().int8_gemv[d] : active_kernels().int8_gemm[d]);
+  // fp16 / bf16 activations rounded to int16 and integer dot products (quant_int16_activations.h)
+  // where the active path has them, for k a multiple of 32
+  const IsaKernels::QuantTasks* int16_dots = skinny && p.k % 32 == 0 ? int8_int16_kernels() : nullptr;
+  const IsaKernels::QuantTasks kernel = int16_dots && int16_dots[d] ? int16_dots[d]
+                                       : skinny                     ? active_kernels().int8_gemv[d]
+                                                                    : active_kernels().int8_gemm[d];
+  run(p, !skinny, kernel);
   return out;
 }
 

@@ -81,3 +81,23 @@ struct VnniDots {
 };
 
 template <class I> using QuantVnni = Int8Activations<I, VnniDots<I>>;
+
+// int8 decode rows with int16 activations (quant_int16_activations.h): vpdpwssd multiplies 32 int16
+// pairs into 16 int32 lanes. Per 32 weights: one vpmovsxbw, then one vpdpwssd per row; its 4-cycle
+// latency takes 4 accumulators for one row (2 per row for more).
+template <class I>
+struct VnniInt16Dots {
+  using Acc = __m512i;
+  static constexpr int64_t kK = 32;
+  static constexpr int kChains = 4;
+  static Acc zero() { return _mm512_setzero_si512(); }
+  static Acc add(Acc a, Acc b) { return _mm512_add_epi32(a, b); }
+  static __m512i widen(const int8_t* w) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))); }
+  static Acc dot(Acc acc, __m512i w, const int16_t* x) { return _mm512_dpwssd_epi32(acc, w, _mm512_loadu_si512(x)); }
+  static typename I::V to_float(Acc a) { return _mm512_cvtepi32_ps(a); }
+  static void to_int16(typename I::V v, int16_t* out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(v)));
+  }
+};
+
+template <class I> using Int8Vnni = Int16Activations<I, VnniInt16Dots<I>>;

@@ -1,0 +1,131 @@
+// int8 weight-only decode rows (aten's _weight_int8pack_mm, a few rows) with fp16 / bf16 activations
+// rounded to int16 and integer dot products: the part every ISA shares. The float path
+// (quant_kernel.h, int8_gemv) converts every int8 weight to fp32 (a widening and a conversion per
+// 16 weights, then an FMA per row): with 8 rows it is bound by that arithmetic. Here a weight is
+// widened to int16 once and multiplied into int32 sums (Dots: vpdpwssd on AVX512-VNNI, vpmaddwd on
+// AVX2), the rounding scales applied once per block of 256 k.
+//  - Each x row is rounded once per call, per block of 256 along k (the last may be shorter; k is a
+//    multiple of 32): d = max|x| / 32767, xq = round(x * (1 / d)) to nearest even, in fp32. x_hat =
+//    d * xq is x to within d / 2 = max|x| / 65534 per element, 254 times finer than the int8
+//    weights' own step (max|w| / 127).
+//  - Per block the int32 sums are exact: a lane adds 16 products of at most 32767 * 128.
+//  - out = scale * sum over blocks of d * (xq . w), in fp32, rounded to T once.
+// A row with an infinity or NaN cannot be rounded: that call runs the float path (torch's results).
+// Blocks of 256 against 128: 9% more GB/s for one row, 46-52% against the float path's 30% for 8
+// (docs/cpu-fp16.md); 512 gained nothing more.
+// Dots provides:
+//   Acc, kK: an integer accumulator and the k it takes per step (32 on AVX-512, 16 on AVX2);
+//   kChains: accumulators per row (the multiply-add's latency over its throughput, for one row);
+//   zero(), add(a, b), dot(acc, w, xq): acc plus kK products of the widened w and xq's kK int16;
+//   widen(col): kK int8 weights as int16; to_float(acc): the lanes as I::V (I::W lanes);
+//   to_int16(v, out): I::W floats, already scaled, rounded to nearest even into out.
+// Included inside namespace torchplug_cpu::<isa>, after quant_kernel.h.
+#pragma once
+
+template <class I, class Dots>
+struct Int16Activations : Quant<I> {
+  using Q = Quant<I>;
+  using V = typename I::V;
+  static constexpr int64_t kBlock = 256;  // k per activation scale
+  static constexpr int64_t kK = Dots::kK;
+  static_assert(kBlock % kK == 0 && kK % I::W == 0, "a block is whole steps, a step whole vectors");
+
+  static int64_t blocks(const QuantProblem& p) { return (p.k + kBlock - 1) / kBlock; }
+
+  // Rows [0, m) of a32 (k floats each) as xq (int16, k apart) with d per block; false if a row holds
+  // an infinity or NaN.
+  static bool quantize_rows(const QuantProblem& p, const float* a32, int16_t* xq, float* d) {
+    for (int64_t r = 0; r < p.m; ++r) {
+      for (int64_t b = 0; b < blocks(p); ++b) {
+        const int64_t k0 = b * kBlock, len = std::min(kBlock, p.k - k0);
+        const float* x = a32 + r * p.k + k0;
+        V top = I::zero();
+        bool finite = true;
+        for (int64_t i = 0; i < len; i += I::W) {
+          const V v = I::load(x + i);
+          top = I::max(top, I::max(v, I::sub(I::zero(), v)));
+          finite = finite && I::eq_mask(v, v) == (uint32_t{1} << I::W) - 1;  // NaN is unequal to itself
+        }
+        const float amax = I::reduce_max(top);
+        if (!finite || !(amax <= 3.4028235e38f)) return false;
+        const float scale = amax / 32767.f, inv = scale != 0.f ? 1.f / scale : 0.f;
+        for (int64_t i = 0; i < len; i += I::W) Dots::to_int16(I::mul(I::load(x + i), I::set1(inv)), xq + r * p.k + k0 + i);
+        d[r * blocks(p) + b] = scale;
+      }
+    }
+    return true;
+  }
+
+  // sums[r * ld + j] = sum over blocks of d * (xq row r . column j), for Rn rows and columns [0, n) of
+  // w (int8, k apart): each column read once for the Rn rows, start to end (one stream, prefetched as
+  // the float path's).
+  template <int Rn>
+  static void columns(const QuantProblem& p, const int8_t* w, int64_t n, const int16_t* xq, const float* d,
+                      float* sums, int64_t ld) {
+    constexpr int U = Rn <= 2 ? Dots::kChains : (Dots::kChains + 1) / 2;
+    const int64_t nb = blocks(p), ahead = Gemv<I>::prefetch_bytes();
+    const bool to_l2 = Gemv<I>::prefetch_to_l2();
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* col = w + j * p.k;
+      V total[Rn];
+      for (int r = 0; r < Rn; ++r) total[r] = I::zero();
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t k0 = b * kBlock, k1 = std::min(p.k, k0 + kBlock);
+        typename Dots::Acc acc[Rn][U];
+        for (int r = 0; r < Rn; ++r)
+          for (int u = 0; u < U; ++u) acc[r][u] = Dots::zero();
+        auto step = [&](int64_t kk, int u) {
+          if (kk % 64 == 0) Gemv<I>::prefetch(col + kk + ahead, to_l2);
+          const auto wv = Dots::widen(col + kk);
+          for (int r = 0; r < Rn; ++r) acc[r][u] = Dots::dot(acc[r][u], wv, xq + r * p.k + kk);
+        };
+        int64_t kk = k0;
+        for (; kk + U * kK <= k1; kk += U * kK)
+          for (int u = 0; u < U; ++u) step(kk + u * kK, u);
+        for (; kk < k1; kk += kK) step(kk, 0);  // a shorter last block
+        for (int r = 0; r < Rn; ++r) {
+          for (int v = 1; v < U; ++v) acc[r][0] = Dots::add(acc[r][0], acc[r][v]);
+          total[r] = I::fma(Dots::to_float(acc[r][0]), I::set1(d[r * nb + b]), total[r]);
+        }
+      }
+      for (int r = 0; r < Rn; ++r) sums[r * ld + j] = I::reduce_add(total[r]);
+    }
+  }
+
+  // int8_gemv's contract (quant_kernel.h) for k % 32 == 0; scratch: quant_scratch() floats (which
+  // counts xq and d for int8).
+  template <class T> static void int8_gemv(const QuantProblem& p, int64_t begin, int64_t end, float* scratch) {
+    float* a32 = scratch;
+    float* d = a32 + Q::up(p.m * p.k, 16);
+    float* sums = d + Q::up(p.m * (p.k / 32 + 1), 16);
+    int16_t* xq = reinterpret_cast<int16_t*>(sums + Q::up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64);
+    Q::G::pack(static_cast<const T*>(p.x), p.x_rs, 1, p.m, p.k, a32, p.k, p.m, p.k);
+    if (!quantize_rows(p, a32, xq, d)) return Q::template int8_gemv<T>(p, begin, end, scratch);
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t n0 = c * p.nc, nc = std::min(p.nc, p.n - n0);
+      const int8_t* w = static_cast<const int8_t*>(p.w) + n0 * p.k;
+      for (int64_t r0 = 0; r0 < p.m; r0 += 4) {
+        const int16_t* x = xq + r0 * p.k;
+        const float* dr = d + r0 * blocks(p);
+        float* s = sums + r0 * nc;
+        switch (std::min<int64_t>(4, p.m - r0)) {
+          case 4: columns<4>(p, w, nc, x, dr, s, nc); break;
+          case 3: columns<3>(p, w, nc, x, dr, s, nc); break;
+          case 2: columns<2>(p, w, nc, x, dr, s, nc); break;
+          default: columns<1>(p, w, nc, x, dr, s, nc); break;
+        }
+      }
+      for (int64_t r = 0; r < p.m; ++r)
+        Q::write_row(sums + r * nc, static_cast<const T*>(p.scales) + n0, nc, static_cast<T*>(p.out) + r * p.out_rs + n0);
+    }
+  }
+};
+
+// An ISA's int8_gemv replacements per dtype (isa.h): null for fp32 activations, whose callers asked
+// for fp32's precision.
+template <class Kernels>
+const IsaKernels::QuantTasks* int16_activation_kernels() {
+  static constexpr IsaKernels::QuantTasks kKernels[kNumDtypes] = {
+      nullptr, &Kernels::template int8_gemv<bf16_t>, &Kernels::template int8_gemv<fp16_t>};
+  return kKernels;
+}
