@@ -56,6 +56,7 @@ struct Int8Activations : Quant<I> {
     alignas(64) float part[Rn * BW];
     std::memset(tot, 0, Rn * BW * sizeof(float));
     for (int64_t g = 0; g < groups; ++g) {
+      Q::template prefetch_next_scales<T>(p, g, groups, c0, BW);
       Q::template group_scales_vec<T>(p, g, c0, BW, scale, zero);
       Dots::template group_dots<BW, Rn>(p, blk, g * p.group / kBlock, std::min(blocks, (g + 1) * p.group / kBlock),
                                         xq, d, part);

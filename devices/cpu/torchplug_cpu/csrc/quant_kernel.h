@@ -176,6 +176,18 @@ struct Quant {
     }
   }
 
+  // Asks for the scales and zeros the block of `bw` columns at c0 reads after group g: group g + 1's,
+  // or after the last group the next block's first. A group's are n * 2 values away from the next
+  // one's, a jump the hardware prefetcher does not follow, so each group would otherwise wait for
+  // them (from memory in a model, whose scales are read once per token).
+  template <class T>
+  static void prefetch_next_scales(const QuantProblem& p, int64_t g, int64_t groups, int64_t c0, int64_t bw) {
+    const int64_t next_g = g + 1 < groups ? g + 1 : 0, next_c = g + 1 < groups ? c0 : c0 + bw;
+    if (next_c >= p.n) return;
+    const char* sz = reinterpret_cast<const char*>(static_cast<const T*>(p.scales) + (next_g * p.n + next_c) * 2);
+    for (int64_t b = 0; b < 2 * bw * int64_t{sizeof(T)}; b += 64) __builtin_prefetch(sz + b, 0, 3);
+  }
+
   // Rows [0, Rn) of x (a, k floats apart; xs: their sums per group, `groups` apart) against one
   // full block of BW columns: tot[r * BW + slot] = fp32 results in slot order.
   template <int BW, int Rn, class T>
@@ -189,6 +201,7 @@ struct Quant {
     std::memset(tot, 0, Rn * BW * sizeof(float));
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k_begin = g * p.group, k_end = min(p.k, k_begin + p.group);
+      prefetch_next_scales<T>(p, g, groups, c0, BW);
       if (p.split) group_scales_vec<T>(p, g, c0, BW, scale, zero);
       else group_scales<T>(p, g, BW, [&](int64_t s) { return c0 + column_of_slot(p, s, BW); }, scale, zero);
       V part[Rn][NV];

@@ -1,11 +1,14 @@
 // int4 decode rows with int8 activations on AVX512-VNNI (vpdpbusd): the dot products and the
 // rounding of quant_int8_activations.h's contract. The float path is bound by converting nibbles to
 // floats (6 port-5 micro-ops per 64 weights on AVX-512); here 256 weights cost two byte permutes,
-// four and/shifts and four vpdpbusd.
+// two ands and four vpdpbusd.
 //  - torch's AVX-512 layout has a block's 64 columns along a 32-byte k row (byte b: column b low,
 //    b + 32 high); vpdpbusd sums 4 bytes of one lane, so one vpermt2b per 16 lanes gathers byte b
-//    of 4 consecutive k rows into lane b, and/shift split the nibbles (unsigned 0..15, the first
-//    operand), and the 4 x bytes of those rows are broadcast as the signed one.
+//    of 4 consecutive k rows into lane b, and the 4 x bytes of those rows are broadcast as the
+//    signed operand. The low nibbles (an and) give column b's products; the whole bytes, lo + 16 hi
+//    (unsigned, at most 255), give lo's plus 16 times column b + 32's, which (whole - lo) / 16
+//    recovers exactly once per block of 32 k (a lane holds at most 8 * 4 * 255 * 127): no shift per
+//    step. Vector shifts and vpdpbusd share one port on Intel; this cut the step from 6 to 4 of them.
 // Only the AVX-512 layout (blocks of 64) runs here.
 // Included inside namespace torchplug_cpu::avx512vnni (isa_avx512vnni.cpp), after
 // quant_int8_activations.h.
@@ -60,9 +63,7 @@ struct VnniDots {
         Gemv<I>::prefetch(rows + ahead + 64, to_l2);
         const __m512i r01 = _mm512_loadu_si512(rows), r23 = _mm512_loadu_si512(rows + 64);
         const __m512i t0 = _mm512_permutex2var_epi8(r01, gather0, r23), t1 = _mm512_permutex2var_epi8(r01, gather1, r23);
-        const __m512i q[4] = {_mm512_and_si512(t0, low4), _mm512_and_si512(t1, low4),
-                              _mm512_and_si512(_mm512_srli_epi16(t0, 4), low4),
-                              _mm512_and_si512(_mm512_srli_epi16(t1, 4), low4)};
+        const __m512i q[4] = {_mm512_and_si512(t0, low4), _mm512_and_si512(t1, low4), t0, t1};  // lo, lo, whole, whole
         for (int r = 0; r < Rn; ++r) {
           int32_t x4;
           std::memcpy(&x4, xq + r * p.k + kk, 4);
@@ -71,6 +72,7 @@ struct VnniDots {
         }
       }
       for (int r = 0; r < Rn; ++r) {
+        for (int v = 2; v < 4; ++v) acc[r][v] = _mm512_srai_epi32(_mm512_sub_epi32(acc[r][v], acc[r][v - 2]), 4);  // hi
         const V dv = I::set1(d[r * blocks + b]);
         for (int v = 0; v < 4; ++v) sums[r][v] = I::fma(_mm512_cvtepi32_ps(acc[r][v]), dv, sums[r][v]);
       }
