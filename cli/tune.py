@@ -17,19 +17,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ..entrypoints import loaded, loaded_backend
 
     names = args.backends or list(loaded())
-    results = []
+    results, failed = [], False
     for name in names:
         backend = loaded_backend(name)  # PluginError (not installed, or did not load) with the fix
-        tuned = backend.tune()
+        try:
+            tuned = backend.tune()
+        except Exception as err:  # e.g. a setting the environment gives that the backend refuses: say which
+            failed = True
+            results.append({"backend": name, "setting": "-", "value": "FAILED", "detail": f"{type(err).__name__}: {err}"})
+            continue
         results.extend({"backend": name, **asdict(setting)} for setting in tuned)
         if not tuned:
             results.append({"backend": name, "setting": "-", "value": "-", "detail": "nothing to measure"})
     if args.json:
-        print(json.dumps({"results": results}, indent=2))
+        print(json.dumps({"results": results, "ok": not failed}, indent=2))
     else:
         print(format_table(("BACKEND", "SETTING", "VALUE", "DETAIL"),
                            [(r["backend"], r["setting"], r["value"], r["detail"]) for r in results]))
-    return 0
+    return 1 if failed else 0
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -111,6 +111,12 @@ def test_tune_names_a_backend_that_measures_nothing_and_refuses_an_unknown_one(c
     assert quiet == [{"backend": "xpu", "setting": "-", "value": "-", "detail": "nothing to measure"}]
     unknown = run_cli("tune", "cpuu", TORCHPLUG_CACHE=str(cache))
     assert unknown.returncode == 2 and "cpuu" in unknown.stderr and "cpu" in unknown.stderr
+    refused = run_cli("tune", "cpu", "--json", TORCHPLUG_CACHE=str(cache), TORCHPLUG_CPU_PREFETCH_LEVEL="l3")
+    report = json.loads(refused.stdout)
+    assert refused.returncode == 1 and not report["ok"] and "Traceback" not in refused.stderr
+    assert report["results"][0]["value"] == "FAILED"
+    assert "TORCHPLUG_CPU_PREFETCH_LEVEL='l3' is not one of l1, l2" in report["results"][0]["detail"]
+    assert not (cache / tuning.TUNING_FILE).exists()  # nothing was measured or recorded
 
 
 def test_every_prefetch_setting_gives_the_same_bits():
