@@ -13,14 +13,11 @@ alike; medians over the rounds. A candidate replaces the prefetch in force only 
 at least MARGIN faster: on a noisy machine the default stands rather than a lucky draw.
 """
 
-import datetime
 import json
 import os
-import statistics
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -33,8 +30,7 @@ MIN_BYTES = 512 << 20
 TUNING_FILE = "torchplug-cpu-tuning.json"
 
 
-@dataclass(frozen=True)
-class PrefetchMeasurement:
+class PrefetchMeasurement(NamedTuple):
     """One `torchplug tune cpu` result for a CPU model and ISA path."""
 
     cpu: str
@@ -111,6 +107,10 @@ def choose(gbps: dict[Candidate, float], in_force: Candidate) -> Candidate:
 def measure(ext, in_force: Candidate, apply: Callable[[int, str], None], rounds: int = ROUNDS) -> PrefetchMeasurement:
     """Time every candidate (level, distance), and the one in force, on the active ISA path and choose;
     `apply(kb, level)` sets one. Leaves the one in force set; records nothing."""
+    import datetime  # here, not at the top: kernels.py reads records inside ``import torch``
+    import statistics
+    import time
+
     candidates = sorted({*((level, kb) for level in LEVELS for kb in CANDIDATES_KB if kb or level == "l1"), in_force})
     matrix_bytes = SHAPE[0] * SHAPE[1] * 2
     count = -(-from_memory_bytes() // matrix_bytes)
@@ -144,7 +144,7 @@ def record(measurement: PrefetchMeasurement) -> Path:
     """Store `measurement` for its CPU model and ISA path (replacing an earlier one); returns the file.
     OSError if the cache cannot be written."""
     records = _records()
-    records[_key(measurement.cpu, measurement.isa)] = asdict(measurement)
+    records[_key(measurement.cpu, measurement.isa)] = measurement._asdict()
     path = tuning_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}")
