@@ -103,16 +103,19 @@ struct Int16Activations : Quant<I> {
     if (!quantize_rows(p, a32, xq, d)) return Q::template int8_gemv<T>(p, begin, end, scratch);
     for (int64_t c = begin; c < end; ++c) {
       const int64_t n0 = c * p.nc, nc = std::min(p.nc, p.n - n0);
-      const int8_t* w = static_cast<const int8_t*>(p.w) + n0 * p.k;
-      for (int64_t r0 = 0; r0 < p.m; r0 += 4) {
-        const int16_t* x = xq + r0 * p.k;
-        const float* dr = d + r0 * blocks(p);
-        float* s = sums + r0 * nc;
-        switch (std::min<int64_t>(4, p.m - r0)) {
-          case 4: columns<4>(p, w, nc, x, dr, s, nc); break;
-          case 3: columns<3>(p, w, nc, x, dr, s, nc); break;
-          case 2: columns<2>(p, w, nc, x, dr, s, nc); break;
-          default: columns<1>(p, w, nc, x, dr, s, nc); break;
+      // Column by column, every group of 4 rows while the column is in L1: the weights stream once.
+      for (int64_t j = 0; j < nc; ++j) {
+        const int8_t* w = static_cast<const int8_t*>(p.w) + (n0 + j) * p.k;
+        for (int64_t r0 = 0; r0 < p.m; r0 += 4) {
+          const int16_t* x = xq + r0 * p.k;
+          const float* dr = d + r0 * blocks(p);
+          float* s = sums + r0 * nc + j;
+          switch (std::min<int64_t>(4, p.m - r0)) {
+            case 4: columns<4>(p, w, 1, x, dr, s, nc); break;
+            case 3: columns<3>(p, w, 1, x, dr, s, nc); break;
+            case 2: columns<2>(p, w, 1, x, dr, s, nc); break;
+            default: columns<1>(p, w, 1, x, dr, s, nc); break;
+          }
         }
       }
       for (int64_t r = 0; r < p.m; ++r)
