@@ -12,7 +12,8 @@
 //  - out = scale * sum over blocks of d * (xq . w), in fp32, rounded to T once.
 // A row with an infinity or NaN cannot be rounded: that call runs the float path (torch's results).
 // Blocks of 256 (from memory, 2 threads): one row 1.09x the float path (blocks of 128: 1.02x),
-// 8 rows 1.46-1.52x (128: 1.30x); 512 gained nothing more (docs/cpu-fp16.md).
+// 8 rows 1.46-1.52x (128: 1.30x) while the rows were taken in groups over a whole chunk, 1.60x
+// since they are taken per column; 512 gained nothing more (docs/cpu-fp16.md).
 // Dots provides:
 //   Acc, kK: an integer accumulator and the k it takes per step (32 on AVX-512, 16 on AVX2);
 //   kChains: accumulators per row (the multiply-add's latency over its throughput, for one row);
