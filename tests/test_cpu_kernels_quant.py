@@ -264,10 +264,17 @@ def test_int4_rows_with_infinities_keep_float_activations(ext, int4_activations,
     x, q, sz = int4_case(2, 256, 64, 64, torch.float16)
     x[1, 100] = bad
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
-    out = counted(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 64, sz))
-    ext.set_int4_int8_dots(False)
-    expected = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 64, sz)
-    assert torch.equal(out.isnan(), expected.isnan()) and out[1].isinf().sum() + out[1].isnan().sum() == 64
+    assert_the_float_path_ran(ext, lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 64, sz),
+                              ext.set_int4_int8_dots)
+
+
+def assert_the_float_path_ran(ext, call, allow_rounding):
+    """call()'s result (x's row 1 holds an infinity or NaN) equals, bit for bit and NaN for NaN, the
+    float path's (rounded activations forbidden by allow_rounding(False)), with row 1 all non-finite."""
+    out = counted(ext, call)
+    allow_rounding(False)
+    expected = call()
+    assert torch.equal(out.isnan(), expected.isnan()) and out[1].isinf().sum() + out[1].isnan().sum() == out.shape[1]
     torch.testing.assert_close(out, expected, equal_nan=True, rtol=0, atol=0)
 
 
@@ -330,11 +337,7 @@ def test_int8_rows_with_infinities_keep_float_activations(ext, int8_activations,
     infinities and NaNs where torch puts them."""
     x, w, scales = int8_case(2, 256, 64, torch.float16)
     x[1, 100] = bad
-    out = counted(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales))
-    ext.set_int8_int16_dots(False)
-    expected = torch.ops.aten._weight_int8pack_mm(x, w, scales)
-    assert out[1].isinf().sum() + out[1].isnan().sum() == 64
-    torch.testing.assert_close(out, expected, equal_nan=True, rtol=0, atol=0)
+    assert_the_float_path_ran(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales), ext.set_int8_int16_dots)
 
 
 def test_int8_activations_setting_is_read_from_the_environment():
