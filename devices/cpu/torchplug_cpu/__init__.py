@@ -66,22 +66,23 @@ class CpuBackend(Backend):
                 *([(kernels.TEST_PATH_EXTENSION, kernels.test_path)] if kernels.test_path_selected() else [])]
 
     def tune(self) -> list[TunedSetting]:
-        """Measure the skinny products' prefetch on the active ISA path (tuning.py) and record it."""
+        """Measure the skinny products' prefetch and weight streams on the active ISA path (tuning.py) and record it."""
         from . import kernels, tuning
 
         ext = kernels.load()
         in_force = kernels.gemv_prefetch(measured=False)
-        found = tuning.measure(ext, (in_force.level, in_force.kb), kernels.apply_prefetch)
+        found = tuning.measure(ext, (in_force.level, in_force.kb, in_force.streams), kernels.apply_prefetch)
         where = tuning.record(found)
         kernels.select_isa(ext.current_isa())  # the new record runs from now on in this process too
         speeds = ", ".join(f"{candidate} {gbps:.1f}" for candidate, gbps in found.gbps.items())
         detail = (f"GB/s of fp16 weights ({speeds}; medians of {tuning.ROUNDS} rounds over {found.megabytes} MB "
                   f"on {found.threads} threads, {found.isa} path); before: {in_force.kb} KB into "
-                  f"{in_force.level.upper()} ({in_force.source}); another replaces it only "
+                  f"{in_force.level.upper()} x{in_force.streams} ({in_force.source}); another replaces it only "
                   f"{tuning.MARGIN - 1:.0%} faster; recorded for {found.cpu} in {where}")
-        if kernels.PREFETCH_ENV in in_force.source or kernels.PREFETCH_LEVEL_ENV in in_force.source:
+        if any(name in in_force.source for name in (kernels.PREFETCH_ENV, kernels.PREFETCH_LEVEL_ENV, kernels.STREAMS_ENV)):
             detail += "; the environment variables set still decide while they are"
-        return [TunedSetting("prefetch", f"{found.prefetch_kb} KB into {found.prefetch_level.upper()}", detail)]
+        return [TunedSetting("prefetch", f"{found.prefetch_kb} KB into {found.prefetch_level.upper()}, "
+                                         f"{found.streams} weight stream{'s' if found.streams > 1 else ''}", detail)]
 
     @contextlib.contextmanager
     def reference_context(self) -> Iterator[None]:

@@ -38,6 +38,10 @@ and into which cache (l1: prefetcht0, l2: prefetcht1). Unset: what `torchplug tu
 this CPU model and path (tuning.py), else PREFETCH_BY_CPU's entry for the CPU vendor and path, else
 the ISA path's own distance (gemv_kernel.h: 6 KB on avx512, 1 KB on avx2) into L1.
 
+TORCHPLUG_CPU_STREAMS=1|2|4: how many weight streams each thread of those products reads at once
+(columns, or int4 blocks of columns, from as many equal parts of its share). Unset: as the prefetch,
+what `torchplug tune cpu` measured, else PREFETCH_BY_CPU's entry, else 1.
+
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
 `onednn` registers the same ops as their float32 kernels, which call oneDNN's matmul (inside torch);
 `stock` keeps torch's (MKL). `auto` (the default) is a CPU-vendor rule: oneDNN on AMD CPUs whose
@@ -64,15 +68,17 @@ INT8_ACTIVATIONS_ENV = "TORCHPLUG_CPU_INT8_ACTIVATIONS"
 PREFETCH_ENV = "TORCHPLUG_CPU_PREFETCH_KB"
 PREFETCH_LEVEL_ENV = "TORCHPLUG_CPU_PREFETCH_LEVEL"
 PREFETCH_LEVELS = {"l1": 1, "l2": 2}  # the name -> the cache level the C++ takes
-# The skinny products' prefetch where a CPU kind was measured to want another than its ISA path's
-# own (its distance into L1): (CPUID vendor, ISA path) -> (KB, level). docs/cpu-fp16.md has the
-# figures behind each entry.
+STREAMS_ENV = "TORCHPLUG_CPU_STREAMS"
+STREAMS = (1, 2, 4)
+# The skinny products' prefetch and weight streams where a CPU kind was measured to want another
+# than its ISA path's own (its distance into L1, one stream): (CPUID vendor, ISA path) -> (KB, level,
+# streams). docs/cpu-fp16.md has the figures behind each entry.
 PREFETCH_BY_CPU = {
-    # Xeon (family 6) VM: 12 KB: 499M fp16 decode 0.87x -> 0.97-0.99x llama.cpp F16, int4 decode 5%
-    # faster than at 6 KB; into L2: fp16 decode 9-12% faster than into L1 (the same distance)
-    ("GenuineIntel", "avx512"): (12, "l2"),
-    # the same Xeon on the avx2 path (`torchplug tune cpu`): 1 KB into L1 18.4 GB/s, 6-24 KB into L2 22.2-22.6
-    ("GenuineIntel", "avx2"): (12, "l2"),
+    # Xeon (family 6 model 167) VM, `torchplug tune cpu` on 2 threads, fp16 weights from memory: one
+    # stream: 12 KB into L2 20.4 GB/s (into L1 9-12% slower in the 499M decoder); 4 streams: 2 KB into
+    # L1 23.9 (avx2 path: 24.4, its own distance on one stream 18.4)
+    ("GenuineIntel", "avx512"): (2, "l1", 4),
+    ("GenuineIntel", "avx2"): (2, "l1", 4),
 }
 INT4_ACTIVATIONS = ("int8", "float")
 INT8_ACTIVATIONS = ("int16", "float")
@@ -159,7 +165,7 @@ def select_isa(name: str | None = None, build: bool = True) -> str:
         ext.set_isa(choice or ext.supported_isas()[0])
         global _prefetch
         _prefetch = gemv_prefetch()
-        apply_prefetch(_prefetch.kb, _prefetch.level)
+        apply_prefetch(_prefetch.kb, _prefetch.level, _prefetch.streams)
         return ext.current_isa()
 
 
@@ -168,30 +174,35 @@ class Prefetch(NamedTuple):
 
     kb: int
     level: str  # a PREFETCH_LEVELS name
+    streams: int  # one of STREAMS
     source: str
 
 
-def apply_prefetch(kb: int, level: str) -> None:
-    """Make the kernels prefetch `kb` KB ahead into cache `level` ("l1" or "l2") from now on."""
+def apply_prefetch(kb: int, level: str, streams: int) -> None:
+    """Make the kernels prefetch `kb` KB ahead into cache `level` ("l1" or "l2"), reading `streams`
+    weight streams per thread, from now on."""
     extension().set_gemv_prefetch_bytes(kb << 10)
     extension().set_gemv_prefetch_level(PREFETCH_LEVELS[level])
+    extension().set_gemv_streams(streams)
 
 
 def gemv_prefetch(measured: bool = True) -> Prefetch:
     """The skinny products' prefetch on the active ISA path: `torchplug tune cpu`'s measurement for this
     CPU model and path (with `measured`), else PREFETCH_BY_CPU's entry, else the path's own distance
-    into L1; $TORCHPLUG_CPU_PREFETCH_KB and $TORCHPLUG_CPU_PREFETCH_LEVEL override either part.
+    into L1 on one stream; $TORCHPLUG_CPU_PREFETCH_KB, $TORCHPLUG_CPU_PREFETCH_LEVEL and
+    $TORCHPLUG_CPU_STREAMS override each part.
     ValueError on a bad value."""
     from . import tuning
 
     ext = extension()
     isa, vendor = ext.current_isa(), ext.cpu_vendor()
     if measured and (found := tuning.recorded(ext, isa)) is not None:
-        base = Prefetch(found.prefetch_kb, found.prefetch_level, f"measured by `torchplug tune cpu` at {found.measured}")
+        base = Prefetch(found.prefetch_kb, found.prefetch_level, found.streams,
+                        f"measured by `torchplug tune cpu` at {found.measured}")
     elif (entry := PREFETCH_BY_CPU.get((vendor, isa))) is not None:
         base = Prefetch(*entry, f"PREFETCH_BY_CPU's {vendor} entry")
     else:
-        base = Prefetch(ext.own_prefetch_bytes() >> 10, "l1", f"the {isa} path's own")
+        base = Prefetch(ext.own_prefetch_bytes() >> 10, "l1", 1, f"the {isa} path's own")
     kb = os.environ.get(PREFETCH_ENV, "").strip()
     if kb and not kb.isdigit():
         raise ValueError(f"torchplug-cpu: {PREFETCH_ENV}={kb!r} is not a whole number of KB (0 or more); "
@@ -200,9 +211,14 @@ def gemv_prefetch(measured: bool = True) -> Prefetch:
     if level and level not in PREFETCH_LEVELS:
         raise ValueError(f"torchplug-cpu: {PREFETCH_LEVEL_ENV}={level!r} is not one of {', '.join(PREFETCH_LEVELS)}; "
                          f"unset it for this CPU's level")
-    overridden = [name for name, value in ((PREFETCH_ENV, kb), (PREFETCH_LEVEL_ENV, level)) if value]
-    source = "; ".join(overridden + ([] if kb and level else [base.source]))
-    return Prefetch(int(kb) if kb else base.kb, level or base.level, source)
+    streams = os.environ.get(STREAMS_ENV, "").strip()
+    if streams and streams not in map(str, STREAMS):
+        raise ValueError(f"torchplug-cpu: {STREAMS_ENV}={streams!r} is not one of {', '.join(map(str, STREAMS))}; "
+                         f"unset it for this CPU's count")
+    settings = ((PREFETCH_ENV, kb), (PREFETCH_LEVEL_ENV, level), (STREAMS_ENV, streams))
+    overridden = [name for name, value in settings if value]
+    source = "; ".join(overridden + ([] if all(value for _, value in settings) else [base.source]))
+    return Prefetch(int(kb) if kb else base.kb, level or base.level, int(streams) if streams else base.streams, source)
 
 
 def load(build: bool = True) -> ModuleType | None:
@@ -300,8 +316,8 @@ def fp16_status() -> str:
             if loaded() and onednn_fp16() else "fp16 GEMM: torchplug's")
     if not loaded() or _prefetch is None:
         return gemm
-    return (f"{gemm}, prefetching {_prefetch.kb} KB ahead into {_prefetch.level.upper()} in decode "
-            f"({_prefetch.source})")
+    return (f"{gemm}, prefetching {_prefetch.kb} KB ahead into {_prefetch.level.upper()} on {_prefetch.streams} "
+            f"weight stream{'s' if _prefetch.streams > 1 else ''} per thread in decode ({_prefetch.source})")
 
 
 def _register_llm_ops() -> None:

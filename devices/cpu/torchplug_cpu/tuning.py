@@ -1,10 +1,12 @@
 """Settings torchplug-cpu measures on the machine instead of guessing per ISA path.
 
 `torchplug tune cpu` times the skinny products' prefetch (how far ahead decode's F.linear and the
-int8 / int4 weight-only products fetch their weight stream, and into L1 or L2) and records the
-fastest, keyed by the CPU model and ISA path, in the cache's tuning file. Every later load on a CPU
-of that model runs it (kernels.py: under $TORCHPLUG_CPU_PREFETCH_KB / _LEVEL, over PREFETCH_BY_CPU
-and the path's own). A pre-baked cache taken to another CPU model keeps that CPU's defaults.
+int8 / int4 weight-only products fetch their weight streams, and into L1 or L2) with each count of
+weight streams a thread reads at once (1, 2, 4), and records the fastest combination, keyed by the
+CPU model and ISA path, in the cache's tuning file. Every later load on a CPU of that model runs it
+(kernels.py: under $TORCHPLUG_CPU_PREFETCH_KB / _LEVEL and $TORCHPLUG_CPU_STREAMS, over
+PREFETCH_BY_CPU and the path's own). A pre-baked cache taken to another CPU model keeps that CPU's
+defaults.
 
 The measurement is the one decode is bound by: fp16 weights in 8192 x 2048 matrices, twice the L3
 (at least 512 MB) so they come from memory, one activation row, on torch's threads. Each candidate
@@ -23,6 +25,7 @@ import torch
 
 CANDIDATES_KB = (0, 1, 2, 4, 6, 8, 12, 16, 24)
 LEVELS = ("l1", "l2")  # kernels.PREFETCH_LEVELS' names; at 0 KB the level makes no difference
+STREAMS = (1, 2, 4)  # kernels.STREAMS
 ROUNDS = 7
 MARGIN = 1.03
 SHAPE = (8192, 2048)  # a decoder's MLP matrix: one weight row is 4 KB, about the distances tried
@@ -37,9 +40,11 @@ class PrefetchMeasurement(NamedTuple):
     isa: str
     prefetch_kb: int        # what runs from now on
     prefetch_level: str
+    streams: int
     in_force_kb: int        # what ran before the measurement
     in_force_level: str
-    gbps: dict[str, float]  # candidate ("l2 12 KB") -> median GB/s of weights
+    in_force_streams: int
+    gbps: dict[str, float]  # candidate ("l2 12 KB x4") -> median GB/s of weights
     threads: int
     megabytes: int
     measured: str           # UTC date and time
@@ -91,11 +96,11 @@ def from_memory_bytes() -> int:
     return max(MIN_BYTES, 2 * l3)
 
 
-Candidate = tuple[str, int]  # (level, KB)
+Candidate = tuple[str, int, int]  # (level, KB, streams)
 
 
 def label(candidate: Candidate) -> str:
-    return f"{candidate[0]} {candidate[1]} KB"
+    return f"{candidate[0]} {candidate[1]} KB x{candidate[2]}"
 
 
 def choose(gbps: dict[Candidate, float], in_force: Candidate) -> Candidate:
@@ -104,14 +109,16 @@ def choose(gbps: dict[Candidate, float], in_force: Candidate) -> Candidate:
     return fastest if gbps[fastest] >= MARGIN * gbps[in_force] else in_force
 
 
-def measure(ext, in_force: Candidate, apply: Callable[[int, str], None], rounds: int = ROUNDS) -> PrefetchMeasurement:
-    """Time every candidate (level, distance), and the one in force, on the active ISA path and choose;
-    `apply(kb, level)` sets one. Leaves the one in force set; records nothing."""
+def measure(ext, in_force: Candidate, apply: Callable[[int, str, int], None],
+            rounds: int = ROUNDS) -> PrefetchMeasurement:
+    """Time every candidate (level, distance, streams), and the one in force, on the active ISA path and
+    choose; `apply(kb, level, streams)` sets one. Leaves the one in force set; records nothing."""
     import datetime  # here, not at the top: kernels.py reads records inside ``import torch``
     import statistics
     import time
 
-    candidates = sorted({*((level, kb) for level in LEVELS for kb in CANDIDATES_KB if kb or level == "l1"), in_force})
+    candidates = sorted({*((level, kb, streams) for level in LEVELS for kb in CANDIDATES_KB if kb or level == "l1"
+                           for streams in STREAMS), in_force})
     matrix_bytes = SHAPE[0] * SHAPE[1] * 2
     count = -(-from_memory_bytes() // matrix_bytes)
     weights = [torch.full(SHAPE, 0.5, dtype=torch.float16) for _ in range(count)]  # written: no shared zero pages
@@ -122,19 +129,20 @@ def measure(ext, in_force: Candidate, apply: Callable[[int, str], None], rounds:
             torch.nn.functional.linear(row, weight)
         for round_ in range(rounds):
             shift = round_ % len(candidates)
-            for level, kb in candidates[shift:] + candidates[:shift]:
-                apply(kb, level)
+            for level, kb, streams in candidates[shift:] + candidates[:shift]:
+                apply(kb, level, streams)
                 start = time.perf_counter()
                 for weight in weights:
                     torch.nn.functional.linear(row, weight)
-                seconds[level, kb].append(time.perf_counter() - start)
+                seconds[level, kb, streams].append(time.perf_counter() - start)
     finally:
-        apply(in_force[1], in_force[0])
+        apply(in_force[1], in_force[0], in_force[2])
     gbps = {candidate: count * matrix_bytes / statistics.median(times) / 1e9 for candidate, times in seconds.items()}
-    level, kb = choose(gbps, in_force)
+    level, kb, streams = choose(gbps, in_force)
     return PrefetchMeasurement(
-        cpu=cpu_identity(ext), isa=ext.current_isa(), prefetch_kb=kb, prefetch_level=level, in_force_kb=in_force[1],
-        in_force_level=in_force[0], gbps={label(c): round(value, 2) for c, value in gbps.items()},
+        cpu=cpu_identity(ext), isa=ext.current_isa(), prefetch_kb=kb, prefetch_level=level, streams=streams,
+        in_force_kb=in_force[1], in_force_level=in_force[0], in_force_streams=in_force[2],
+        gbps={label(c): round(value, 2) for c, value in gbps.items()},
         threads=torch.get_num_threads(),
         megabytes=count * matrix_bytes >> 20,
         measured=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))

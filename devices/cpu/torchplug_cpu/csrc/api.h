@@ -66,6 +66,8 @@ void set_gemv_prefetch_bytes(int64_t bytes);
 int64_t own_prefetch_bytes();
 // The cache level the skinny products' prefetches fill (isa.h's gemv_prefetch_level): 1 or 2.
 void set_gemv_prefetch_level(int level);
+// How many weight streams a skinny product's task reads at once (isa.h's gemv_streams): 1, 2 or 4.
+void set_gemv_streams(int streams);
 
 // gemm.cpp: c = alpha * a @ b + beta * cin for fp16 [batch, m, k] x [batch, k, n] -> [batch, m, n]
 // views with any strides (or all three 2-D: a batch of one). cin (may be c itself, may broadcast)

@@ -22,9 +22,10 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, TP_STRING(TORCH_EXTENSION_NAME), n
 
 }  // namespace
 
-// The test path runs its ISA path's own prefetch distance: a distance tuned for a CPU (kernels.py)
+// The test path runs its ISA path's own prefetch distance and one weight stream: a distance tuned for a CPU (kernels.py)
 // matters on real hardware only, and this extension does not share torchplug_cpu_ext's settings.
 int64_t torchplug_cpu::gemv_prefetch_bytes() { return -1; }
 int torchplug_cpu::gemv_prefetch_level() { return 1; }
+int torchplug_cpu::gemv_streams() { return 1; }
 
 PyMODINIT_FUNC TP_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() { return PyModule_Create(&kModule); }

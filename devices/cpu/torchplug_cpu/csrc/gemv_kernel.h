@@ -40,53 +40,107 @@ struct Gemv {
     else __builtin_prefetch(p, 0, 3);
   }
 
+  // FMA chains per row: U partial sums per stream (R * U * S chains hide the FMA latency).
+  template <int R, class Bt>
+  static constexpr int kUnroll = R <= 2 || kLineVectors<Bt> == 1 ? kLineVectors<Bt> : kLineVectors<Bt> / 2;
+  // Whether S streams' sums (and R rows of a) fit the vector registers.
+  template <int R, class Bt>
+  static constexpr bool fits(int S) { return S * R * (kUnroll<R, Bt> + 1) + R <= (W >= 16 ? 28 : 14); }
+
   // sums[r * ld + j] = a[r] . b[:, j] for R rows of a (k floats each, `k` apart) and the n
-  // columns of b (`cs` apart, contiguous along k). The columns are read one after the other,
-  // start to end: for F.linear's weight that is one sequential stream through memory, which the
-  // hardware prefetcher follows across pages (interleaving a few columns was 15-35% slower on
-  // Zen 3). Each row keeps U partial sums, so R * U FMA chains hide the FMA latency, and each KC
-  // slice is summed in its own registers, then added to the total: the same two-level sum as
-  // the GEMM.
+  // columns of b (`cs` apart, contiguous along k). Each column is read start to end, one sequential
+  // stream through memory that the hardware prefetcher follows across pages; gemv_streams() columns
+  // are read at once, from as many equal parts of the n (interleaving neighbouring columns was
+  // 15-35% slower on Zen 3). On an Intel Xeon, 4 streams kept more lines in flight than 1: fp16
+  // weights from memory on 2 threads 22.4 -> 23.9 GB/s, each at its best prefetch (`torchplug tune`).
   template <int R, class Bt = fp16_t>
   static void dots(const float* a, const Bt* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
-    constexpr int U = R <= 2 || kLineVectors<Bt> == 1 ? kLineVectors<Bt> : kLineVectors<Bt> / 2;
+    const int64_t ahead = prefetch_bytes() / int64_t{sizeof(Bt)};  // elements
+    const bool to_l2 = prefetch_to_l2();
+    in_streams<fits<R, Bt>(4) ? 4 : fits<R, Bt>(2) ? 2 : 1>(n, [&](auto streams, const int64_t* at) {
+      constexpr int S = decltype(streams)::value;
+      const Bt* col[S];
+      for (int s = 0; s < S; ++s) col[s] = b + at[s] * cs;
+      columns<R, S, Bt>(a, col, k, sums, ld, at, ahead, to_l2);
+    });
+  }
+
+  // Visits items [0, n) (columns, or blocks of columns) S at a time, visit(Streams<S>{}, at) with
+  // at[0..S) item i of each of S equal parts, S the largest of 4 and 2 within gemv_streams() and
+  // MaxS (what the caller's registers hold); the rest one at a time.
+  template <int S> using Streams = std::integral_constant<int, S>;
+  template <int MaxS, class Visit>
+  static void in_streams(int64_t n, Visit&& visit) {
+    const int streams = gemv_streams();
+    int64_t done = 0;
+    auto spread = [&](auto width) {
+      constexpr int S = decltype(width)::value;
+      const int64_t per = n / S;
+      for (int64_t i = 0; i < per; ++i) {
+        int64_t at[S];
+        for (int s = 0; s < S; ++s) at[s] = s * per + i;
+        visit(width, at);
+      }
+      done = per * S;
+    };
+    if constexpr (MaxS >= 4) {
+      if (streams >= 4) spread(Streams<4>{});
+    }
+    if constexpr (MaxS >= 2) {
+      if (streams >= 2 && done == 0) spread(Streams<2>{});
+    }
+    for (int64_t j = done; j < n; ++j) visit(Streams<1>{}, &j);
+  }
+
+  // Columns col[0..S) of dots() at once, their sums to sums[r * ld + at[s]]. Each row keeps U
+  // partial sums per column, and each KC slice is summed in its own registers, then added to the
+  // total: the same two-level sum as the GEMM, and the same sums whatever S.
+  template <int R, int S, class Bt>
+  static void columns(const float* a, const Bt* const* col, int64_t k, float* sums, int64_t ld, const int64_t* at,
+                      int64_t ahead, bool to_l2) {
+    constexpr int U = kUnroll<R, Bt>;
     constexpr int64_t step = U * W;
     static_assert(KC % step == 0, "a KC slice is whole steps");
     const int64_t k_steps = k - k % step, k_vec = k - k % W;
-    const int64_t ahead = prefetch_bytes() / int64_t{sizeof(Bt)};  // elements
-    const bool to_l2 = prefetch_to_l2();
-    for (int64_t j = 0; j < n; ++j) {
-      const Bt* col = b + j * cs;
-      V total[R], part[R][U];
-      for (int r = 0; r < R; ++r) total[r] = I::zero();
-      int64_t kk = 0;
-      while (kk < k_vec) {
-        const int64_t slice_end = min(kk + KC, k_steps);
+    V total[S][R], part[S][R][U];
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < R; ++r) total[s][r] = I::zero();
+    int64_t kk = 0;
+    while (kk < k_vec) {
+      const int64_t slice_end = min(kk + KC, k_steps);
+      for (int s = 0; s < S; ++s)
         for (int r = 0; r < R; ++r)
-          for (int u = 0; u < U; ++u) part[r][u] = I::zero();
-        for (; kk < slice_end; kk += step) {
-          // `ahead` elements ahead, once per line: the next lines are on their way before the loop
-          // reaches them, in this column or the next ones (a prefetch past B's end is harmless).
-          if (kk % kLine<Bt> == 0) prefetch(col + kk + ahead, to_l2);
-          for (int u = 0; u < U; ++u) {
-            const V bv = I::load(col + kk + u * W);
-            for (int r = 0; r < R; ++r) part[r][u] = I::fma(I::load(a + r * k + kk + u * W), bv, part[r][u]);
+          for (int u = 0; u < U; ++u) part[s][r][u] = I::zero();
+      for (; kk < slice_end; kk += step) {
+        // `ahead` elements ahead, once per line: the next lines are on their way before the loop
+        // reaches them, in this column or the next ones (a prefetch past B's end is harmless).
+        if (kk % kLine<Bt> == 0)
+          for (int s = 0; s < S; ++s) prefetch(col[s] + kk + ahead, to_l2);
+        for (int u = 0; u < U; ++u) {
+          V av[R];
+          for (int r = 0; r < R; ++r) av[r] = I::load(a + r * k + kk + u * W);
+          for (int s = 0; s < S; ++s) {
+            const V bv = I::load(col[s] + kk + u * W);
+            for (int r = 0; r < R; ++r) part[s][r][u] = I::fma(av[r], bv, part[s][r][u]);
           }
         }
-        if (kk == k_steps)  // the last whole vectors, fewer than a step
-          for (; kk < k_vec; kk += W) {
-            const V bv = I::load(col + kk);
-            for (int r = 0; r < R; ++r) part[r][0] = I::fma(I::load(a + r * k + kk), bv, part[r][0]);
+      }
+      if (kk == k_steps)  // the last whole vectors, fewer than a step
+        for (; kk < k_vec; kk += W)
+          for (int s = 0; s < S; ++s) {
+            const V bv = I::load(col[s] + kk);
+            for (int r = 0; r < R; ++r) part[s][r][0] = I::fma(I::load(a + r * k + kk), bv, part[s][r][0]);
           }
+      for (int s = 0; s < S; ++s)
         for (int r = 0; r < R; ++r)
-          for (int u = 0; u < U; ++u) total[r] = I::add(total[r], part[r][u]);
-      }
-      for (int r = 0; r < R; ++r) {
-        float s = I::reduce_add(total[r]);
-        for (int64_t t = k_vec; t < k; ++t) s += a[r * k + t] * I::to_float(col[t]);
-        sums[r * ld + j] = s;
-      }
+          for (int u = 0; u < U; ++u) total[s][r] = I::add(total[s][r], part[s][r][u]);
     }
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < R; ++r) {
+        float t = I::reduce_add(total[s][r]);
+        for (int64_t e = k_vec; e < k; ++e) t += a[r * k + e] * I::to_float(col[s][e]);
+        sums[r * ld + at[s]] = t;
+      }
   }
 
   // dots() for 5 or more rows (gemm.cpp sends up to kSkinnyDotRows): each column taken by every

@@ -27,6 +27,10 @@ constexpr int kNumDtypes = 3;
 // default) or 2 (prefetcht1: TORCHPLUG_CPU_PREFETCH_LEVEL). Defined in isa_select.cpp.
 int64_t gemv_prefetch_bytes();
 int gemv_prefetch_level();
+// How many weight streams a skinny product's task reads at once (1, 2 or 4; gemv_kernel.h's
+// dots(), the int4 and int8 decode kernels): TORCHPLUG_CPU_STREAMS, or what kernels.py set for this
+// CPU. Defined in isa_select.cpp.
+int gemv_streams();
 
 // C[b] = alpha * A[b] @ B[b] + beta * Cin[b] in fp16 with fp32 accumulation; strides in elements.
 // Cin is read only when beta != 0 (then it may be C itself: each element is read before it is

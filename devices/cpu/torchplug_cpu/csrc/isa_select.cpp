@@ -164,6 +164,18 @@ std::atomic<int> g_gemv_prefetch_level{1};
 
 int gemv_prefetch_level() { return g_gemv_prefetch_level.load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<int> g_gemv_streams{1};
+}  // namespace
+
+int gemv_streams() { return g_gemv_streams.load(std::memory_order_relaxed); }
+
+void set_gemv_streams(int streams) {
+  TORCH_CHECK_VALUE(streams == 1 || streams == 2 || streams == 4, "torchplug-cpu: the weight streams are 1, 2 or 4, not ",
+                    streams);
+  g_gemv_streams.store(streams, std::memory_order_relaxed);
+}
+
 void set_gemv_prefetch_level(int level) {
   TORCH_CHECK_VALUE(level == 1 || level == 2, "torchplug-cpu: the prefetch level is 1 (L1) or 2 (L2), not ", level);
   g_gemv_prefetch_level.store(level, std::memory_order_relaxed);

@@ -37,6 +37,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "the cache level the skinny products' prefetches fill: 1 (L1, prefetcht0) or 2 (L2, prefetcht1)",
         py::arg("level"));
   m.def("gemv_prefetch_level", &tc::gemv_prefetch_level, "the cache level the skinny products' prefetches fill");
+  m.def("set_gemv_streams", &tc::set_gemv_streams,
+        "how many weight streams a skinny product's task reads at once: 1, 2 or 4", py::arg("streams"));
+  m.def("gemv_streams", &tc::gemv_streams, "how many weight streams a skinny product's task reads at once");
   m.def("own_prefetch_bytes", &tc::own_prefetch_bytes,
         "the active ISA path's own prefetch distance in bytes, which runs while none is set");
   m.def("fp16_gemm_calls", &tc::fp16_gemm_calls, "calls that reached torchplug's fp16 GEMM so far");

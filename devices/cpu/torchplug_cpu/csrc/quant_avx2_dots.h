@@ -55,9 +55,10 @@ struct Avx2Dots {
     return true;
   }
 
-  template <int BW, int Rn>
-  static void group_dots(const QuantProblem& p, const uint8_t* blk, int64_t b0, int64_t b1, const int8_t* xq,
+  template <int BW, int Rn, int S>
+  static void group_dots(const QuantProblem& p, const uint8_t* const* blk, int64_t b0, int64_t b1, const int8_t* xq,
                          const float* d, float* part) {
+    static_assert(Rn * S <= kRows, "the accumulators fill the registers");
     constexpr int64_t HB = BW / 2, kBlock = 32;  // bytes per k row, k per activation scale
     constexpr int64_t kStepK = 64 / HB;         // k rows per 64-byte step: 4 (AVX2 layout), 2 (AVX-512)
     constexpr int64_t kSteps = 8;               // steps summed in int16
@@ -67,57 +68,61 @@ struct Avx2Dots {
     const __m256i pairs = _mm256_setr_epi8(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2,
                                            1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3);
     // fp32 sums of the even (lane 0..3 / 4..7 of vector 2v) and odd (2v + 1) int16 of each acc[v]
-    alignas(32) float f[Rn][8][8] = {};
+    alignas(32) float f[S][Rn][8][8] = {};
     for (int64_t b = b0; b < b1; ++b) {
       for (int64_t k0 = b * kBlock; k0 < (b + 1) * kBlock; k0 += kSteps * kStepK) {
-        __m256i acc[Rn][4];
-        for (int r = 0; r < Rn; ++r)
-          for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_si256();
+        __m256i acc[S][Rn][4];
+        for (int s = 0; s < S; ++s)
+          for (int r = 0; r < Rn; ++r)
+            for (int v = 0; v < 4; ++v) acc[s][r][v] = _mm256_setzero_si256();
         for (int64_t kk = k0; kk < k0 + kSteps * kStepK; kk += kStepK) {
-          const uint8_t* rows = blk + kk * HB;
-          Gemv<I>::prefetch(rows + ahead, to_l2);  // one stream, as far ahead as the float path
-          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows));
-          const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + 32));
-          const __m256i u0 = _mm256_unpacklo_epi8(a, c), u1 = _mm256_unpackhi_epi8(a, c);
-          const __m256i q[4] = {_mm256_and_si256(u0, low4), _mm256_and_si256(u1, low4),
-                                _mm256_and_si256(_mm256_srli_epi16(u0, 4), low4),
-                                _mm256_and_si256(_mm256_srli_epi16(u1, 4), low4)};
-          for (int r = 0; r < Rn; ++r) {
-            __m256i x;
-            if constexpr (BW == 32) {
-              int32_t x4;
-              std::memcpy(&x4, xq + r * p.k + kk, 4);
-              x = _mm256_shuffle_epi8(_mm256_set1_epi32(x4), pairs);
-            } else {
-              int16_t x2;
-              std::memcpy(&x2, xq + r * p.k + kk, 2);
-              x = _mm256_set1_epi16(x2);
+          for (int s = 0; s < S; ++s) {
+            const uint8_t* rows = blk[s] + kk * HB;
+            Gemv<I>::prefetch(rows + ahead, to_l2);  // each stream as far ahead as the float path
+            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows));
+            const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + 32));
+            const __m256i u0 = _mm256_unpacklo_epi8(a, c), u1 = _mm256_unpackhi_epi8(a, c);
+            const __m256i q[4] = {_mm256_and_si256(u0, low4), _mm256_and_si256(u1, low4),
+                                  _mm256_and_si256(_mm256_srli_epi16(u0, 4), low4),
+                                  _mm256_and_si256(_mm256_srli_epi16(u1, 4), low4)};
+            for (int r = 0; r < Rn; ++r) {
+              __m256i x;
+              if constexpr (BW == 32) {
+                int32_t x4;
+                std::memcpy(&x4, xq + r * p.k + kk, 4);
+                x = _mm256_shuffle_epi8(_mm256_set1_epi32(x4), pairs);
+              } else {
+                int16_t x2;
+                std::memcpy(&x2, xq + r * p.k + kk, 2);
+                x = _mm256_set1_epi16(x2);
+              }
+              for (int v = 0; v < 4; ++v) acc[s][r][v] = _mm256_add_epi16(acc[s][r][v], _mm256_maddubs_epi16(q[v], x));
             }
-            for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_add_epi16(acc[r][v], _mm256_maddubs_epi16(q[v], x));
           }
         }
-        for (int r = 0; r < Rn; ++r) {
-          const __m256 dv = I::set1(d[r * blocks + b]);
-          for (int v = 0; v < 4; ++v) {
-            float* fe = f[r][2 * v];
-            float* fo = f[r][2 * v + 1];
-            I::store(fe, I::fma(_mm256_cvtepi32_ps(_mm256_madd_epi16(acc[r][v], even)), dv, I::load(fe)));
-            I::store(fo, I::fma(_mm256_cvtepi32_ps(_mm256_srai_epi32(acc[r][v], 16)), dv, I::load(fo)));
+        for (int s = 0; s < S; ++s)
+          for (int r = 0; r < Rn; ++r) {
+            const __m256 dv = I::set1(d[r * blocks + b]);
+            for (int v = 0; v < 4; ++v) {
+              float* fe = f[s][r][2 * v];
+              float* fo = f[s][r][2 * v + 1];
+              I::store(fe, I::fma(_mm256_cvtepi32_ps(_mm256_madd_epi16(acc[s][r][v], even)), dv, I::load(fe)));
+              I::store(fo, I::fma(_mm256_cvtepi32_ps(_mm256_srai_epi32(acc[s][r][v], 16)), dv, I::load(fo)));
+            }
           }
-        }
       }
     }
     // To column order. acc[v]'s int16 i of lane l is column 8 v + i (both lanes: the AVX2 layout's
     // two k phases) or 32 (v / 2) + 8 (v % 2) + 16 l + i (the AVX-512 layout).
-    for (int r = 0; r < Rn; ++r) {
+    for (int sr = 0; sr < S * Rn; ++sr) {
       for (int v = 0; v < 4; ++v) {
-        const __m256 e = I::load(f[r][2 * v]), o = I::load(f[r][2 * v + 1]);
+        const __m256 e = I::load(f[sr / Rn][sr % Rn][2 * v]), o = I::load(f[sr / Rn][sr % Rn][2 * v + 1]);
         if constexpr (BW == 32) {
-          const __m256 s = I::add(_mm256_permute2f128_ps(e, o, 0x20), _mm256_permute2f128_ps(e, o, 0x31));
-          I::store(part + r * BW + 8 * v, _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+          const __m256 sum = I::add(_mm256_permute2f128_ps(e, o, 0x20), _mm256_permute2f128_ps(e, o, 0x31));
+          I::store(part + sr * BW + 8 * v, _mm256_permutevar8x32_ps(sum, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
         } else {
           const __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
-          float* out = part + r * BW + 32 * (v / 2) + 8 * (v % 2);
+          float* out = part + sr * BW + 32 * (v / 2) + 8 * (v % 2);
           I::store(out, _mm256_permute2f128_ps(lo, hi, 0x20));
           I::store(out + 16, _mm256_permute2f128_ps(lo, hi, 0x31));
         }

@@ -57,40 +57,62 @@ struct Int16Activations : Quant<I> {
     return true;
   }
 
-  // sums[r * ld + j] = sum over blocks of d * (xq row r . column j), for Rn rows and columns [0, n) of
-  // w (int8, k apart): each column read once for the Rn rows, start to end (one stream, prefetched as
-  // the float path's).
-  template <int Rn>
-  static void columns(const QuantProblem& p, const int8_t* w, int64_t n, const int16_t* xq, const float* d,
-                      float* sums, int64_t ld) {
-    constexpr int U = Rn <= 2 ? Dots::kChains : (Dots::kChains + 1) / 2;
+  // Accumulators per row and column when S columns are read at once: S columns' chains hide the
+  // multiply-add's latency as well as one column's (integer sums: the same results whatever U).
+  template <int Rn, int S>
+  static constexpr int kUnroll = ((Rn <= 2 ? Dots::kChains : (Dots::kChains + 1) / 2) + S - 1) / S;
+  template <int Rn, int S>  // the accumulators, sums and widened weights fit the vector registers
+  static constexpr bool kFits = S * Rn * (kUnroll<Rn, S> + 1) + S <= (I::W >= 16 ? 28 : 14);
+
+  // sums[r * ld + at[s]] = sum over blocks of d * (xq row r . column col[s]), for Rn rows and S columns
+  // of w (int8, k values each) at once, each read start to end (S streams, prefetched as the float
+  // path's).
+  template <int Rn, int S>
+  static void columns(const QuantProblem& p, const int8_t* const* col, const int16_t* xq, const float* d,
+                      float* sums, int64_t ld, const int64_t* at) {
+    constexpr int U = kUnroll<Rn, S>;
     const int64_t nb = blocks(p), ahead = Gemv<I>::prefetch_bytes();
     const bool to_l2 = Gemv<I>::prefetch_to_l2();
-    for (int64_t j = 0; j < n; ++j) {
-      const int8_t* col = w + j * p.k;
-      V total[Rn];
-      for (int r = 0; r < Rn; ++r) total[r] = I::zero();
-      for (int64_t b = 0; b < nb; ++b) {
-        const int64_t k0 = b * kBlock, k1 = std::min(p.k, k0 + kBlock);
-        typename Dots::Acc acc[Rn][U];
+    V total[S][Rn];
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < Rn; ++r) total[s][r] = I::zero();
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t k0 = b * kBlock, k1 = std::min(p.k, k0 + kBlock);
+      typename Dots::Acc acc[S][Rn][U];
+      for (int s = 0; s < S; ++s)
         for (int r = 0; r < Rn; ++r)
-          for (int u = 0; u < U; ++u) acc[r][u] = Dots::zero();
-        auto step = [&](int64_t kk, int u) {
-          if (kk % 64 == 0) Gemv<I>::prefetch(col + kk + ahead, to_l2);
-          const auto wv = Dots::widen(col + kk);
-          for (int r = 0; r < Rn; ++r) acc[r][u] = Dots::dot(acc[r][u], wv, xq + r * p.k + kk);
-        };
-        int64_t kk = k0;
-        for (; kk + U * kK <= k1; kk += U * kK)
-          for (int u = 0; u < U; ++u) step(kk + u * kK, u);
-        for (; kk < k1; kk += kK) step(kk, 0);  // a shorter last block
-        for (int r = 0; r < Rn; ++r) {
-          for (int v = 1; v < U; ++v) acc[r][0] = Dots::add(acc[r][0], acc[r][v]);
-          total[r] = I::fma(Dots::to_float(acc[r][0]), I::set1(d[r * nb + b]), total[r]);
+          for (int u = 0; u < U; ++u) acc[s][r][u] = Dots::zero();
+      auto step = [&](int64_t kk, int u) {
+        for (int s = 0; s < S; ++s) {
+          if (kk % 64 == 0) Gemv<I>::prefetch(col[s] + kk + ahead, to_l2);
+          const auto wv = Dots::widen(col[s] + kk);
+          for (int r = 0; r < Rn; ++r) acc[s][r][u] = Dots::dot(acc[s][r][u], wv, xq + r * p.k + kk);
         }
-      }
-      for (int r = 0; r < Rn; ++r) sums[r * ld + j] = I::reduce_add(total[r]);
+      };
+      int64_t kk = k0;
+      for (; kk + U * kK <= k1; kk += U * kK)
+        for (int u = 0; u < U; ++u) step(kk + u * kK, u);
+      for (; kk < k1; kk += kK) step(kk, 0);  // a shorter last block
+      for (int s = 0; s < S; ++s)
+        for (int r = 0; r < Rn; ++r) {
+          for (int v = 1; v < U; ++v) acc[s][r][0] = Dots::add(acc[s][r][0], acc[s][r][v]);
+          total[s][r] = I::fma(Dots::to_float(acc[s][r][0]), I::set1(d[r * nb + b]), total[s][r]);
+        }
     }
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < Rn; ++r) sums[r * ld + at[s]] = I::reduce_add(total[s][r]);
+  }
+
+  // All Rn rows (m <= 4) against columns [0, nc) of the chunk at w: gemv_streams() columns at a time.
+  template <int Rn>
+  static void chunk(const QuantProblem& p, const int8_t* w, int64_t nc, const int16_t* xq, const float* d,
+                    float* sums) {
+    Gemv<I>::template in_streams<kFits<Rn, 4> ? 4 : kFits<Rn, 2> ? 2 : 1>(nc, [&](auto streams, const int64_t* at) {
+      constexpr int S = decltype(streams)::value;
+      const int8_t* col[S];
+      for (int s = 0; s < S; ++s) col[s] = w + at[s] * p.k;
+      columns<Rn, S>(p, col, xq, d, sums, nc, at);
+    });
   }
 
   // int8_gemv's contract (quant_kernel.h) for k % 32 == 0; scratch: quant_scratch() floats (which
@@ -104,20 +126,27 @@ struct Int16Activations : Quant<I> {
     if (!quantize_rows(p, a32, xq, d)) return Q::template int8_gemv<T>(p, begin, end, scratch);
     for (int64_t c = begin; c < end; ++c) {
       const int64_t n0 = c * p.nc, nc = std::min(p.nc, p.n - n0);
-      // Column by column, every group of 4 rows while the column is in L1: the weights stream once.
-      for (int64_t j = 0; j < nc; ++j) {
-        const int8_t* w = static_cast<const int8_t*>(p.w) + (n0 + j) * p.k;
-        for (int64_t r0 = 0; r0 < p.m; r0 += 4) {
-          const int16_t* x = xq + r0 * p.k;
-          const float* dr = d + r0 * blocks(p);
-          float* s = sums + r0 * nc + j;
-          switch (std::min<int64_t>(4, p.m - r0)) {
-            case 4: columns<4>(p, w, 1, x, dr, s, nc); break;
-            case 3: columns<3>(p, w, 1, x, dr, s, nc); break;
-            case 2: columns<2>(p, w, 1, x, dr, s, nc); break;
-            default: columns<1>(p, w, 1, x, dr, s, nc); break;
+      const int8_t* w = static_cast<const int8_t*>(p.w) + n0 * p.k;
+      switch (p.m) {
+        case 1: chunk<1>(p, w, nc, xq, d, sums); break;
+        case 2: chunk<2>(p, w, nc, xq, d, sums); break;
+        case 3: chunk<3>(p, w, nc, xq, d, sums); break;
+        case 4: chunk<4>(p, w, nc, xq, d, sums); break;
+        default:  // column by column, every group of 4 rows while the column is in L1: the weights stream once
+          for (int64_t j = 0; j < nc; ++j) {
+            const int8_t* col[1] = {w + j * p.k};
+            for (int64_t r0 = 0; r0 < p.m; r0 += 4) {
+              const int16_t* x = xq + r0 * p.k;
+              const float* dr = d + r0 * blocks(p);
+              float* s = sums + r0 * nc;
+              switch (std::min<int64_t>(4, p.m - r0)) {
+                case 4: columns<4, 1>(p, col, x, dr, s, nc, &j); break;
+                case 3: columns<3, 1>(p, col, x, dr, s, nc, &j); break;
+                case 2: columns<2, 1>(p, col, x, dr, s, nc, &j); break;
+                default: columns<1, 1>(p, col, x, dr, s, nc, &j); break;
+              }
+            }
           }
-        }
       }
       for (int64_t r = 0; r < p.m; ++r)
         Q::write_row(sums + r * nc, static_cast<const T*>(p.scales) + n0, nc, static_cast<T*>(p.out) + r * p.out_rs + n0);

@@ -15,9 +15,10 @@
 //   kBlock32: whether it reads torch's AVX2 layout (blocks of 32) besides the AVX-512 one;
 //   quantize_block(x, xq, &d, &sum): 32 floats to int8 (with their scale d and the sum of the
 //     bytes); false if one is an infinity or NaN;
-//   group_dots<BW, Rn>(p, blk, b0, b1, xq, d, part): part[r * BW + column] = sum over blocks b of
-//     32 k in [b0, b1) of d[r * blocks + b] * (xq's block . the block's nibbles), for rows r < Rn
-//     (xq: rows p.k bytes apart), one full block of BW columns.
+//   group_dots<BW, Rn, S>(p, blk, b0, b1, xq, d, part): part[(s * Rn + r) * BW + column] = sum over
+//     blocks b of 32 k in [b0, b1) of d[r * blocks + b] * (xq's block . the nibbles of block blk[s]),
+//     for rows r < Rn (xq: rows p.k bytes apart) and S full blocks of BW columns read at once (S
+//     weight streams, gemv_kernel.h's in_streams; Rn * S <= kRows).
 // Included inside namespace torchplug_cpu::<isa>, after quant_kernel.h.
 #pragma once
 
@@ -47,48 +48,86 @@ struct Int8Activations : Quant<I> {
     return true;
   }
 
-  // Rows [0, Rn) of xq / d against one full split block of BW columns: tot[r * BW + column].
-  template <int BW, int Rn, class T>
-  static void block_rows(const QuantProblem& p, const uint8_t* blk, int64_t c0, const int8_t* xq, const float* d,
-                         const float* xs, int64_t groups, float* tot, float* scale, float* zero) {
+  // Rows [0, Rn) of xq / d against S full split blocks of BW columns (blk[s] at column c0[s]):
+  // tot[(s * Rn + r) * BW + column].
+  template <int BW, int Rn, int S, class T>
+  static void block_rows(const QuantProblem& p, const uint8_t* const* blk, const int64_t* c0, const int8_t* xq,
+                         const float* d, const float* xs, int64_t groups, float* tot) {
     constexpr int NV = BW / I::W;
     const int64_t blocks = p.k / kBlock;
-    alignas(64) float part[Rn * BW];
-    std::memset(tot, 0, Rn * BW * sizeof(float));
+    alignas(64) float part[S * Rn * BW], scale[S][BW], zero[S][BW];
+    std::memset(tot, 0, S * Rn * BW * sizeof(float));
     for (int64_t g = 0; g < groups; ++g) {
-      Q::template prefetch_next_scales<T>(p, g, groups, c0, BW);
-      Q::template group_scales_vec<T>(p, g, c0, BW, scale, zero);
-      Dots::template group_dots<BW, Rn>(p, blk, g * p.group / kBlock, std::min(blocks, (g + 1) * p.group / kBlock),
-                                        xq, d, part);
-      for (int r = 0; r < Rn; ++r) {
-        const V sum_x = I::set1(xs[r * groups + g]);
-        for (int v = 0; v < NV; ++v) {
-          float* t = tot + r * BW + v * I::W;
-          const V dots = I::load(part + r * BW + v * I::W);
-          I::store(t, I::fma(I::load(scale + v * I::W), dots, I::fma(I::load(zero + v * I::W), sum_x, I::load(t))));
-        }
+      for (int s = 0; s < S; ++s) {
+        Q::template prefetch_next_scales<T>(p, g, groups, c0[s], BW);
+        Q::template group_scales_vec<T>(p, g, c0[s], BW, scale[s], zero[s]);
       }
+      Dots::template group_dots<BW, Rn, S>(p, blk, g * p.group / kBlock, std::min(blocks, (g + 1) * p.group / kBlock),
+                                           xq, d, part);
+      for (int s = 0; s < S; ++s)
+        for (int r = 0; r < Rn; ++r) {
+          const V sum_x = I::set1(xs[r * groups + g]);
+          for (int v = 0; v < NV; ++v) {
+            float* t = tot + (s * Rn + r) * BW + v * I::W;
+            const V dots = I::load(part + (s * Rn + r) * BW + v * I::W);
+            I::store(t, I::fma(I::load(scale[s] + v * I::W), dots,
+                               I::fma(I::load(zero[s] + v * I::W), sum_x, I::load(t))));
+          }
+        }
     }
   }
 
-  // All m rows against one full block, Dots::kRows rows per pass, written to out as T.
+  // All m rows against S full blocks (m * S <= Dots::kRows: one pass, each block streams once), written
+  // to out as T.
+  template <int BW, int S, class T>
+  static void full_blocks(const QuantProblem& p, const uint8_t* const* blk, const int64_t* c0, const int8_t* xq,
+                          const float* d, const float* xs, int64_t groups, float* tot) {
+    switch (p.m) {
+      case 4: if constexpr (4 * S <= Dots::kRows) block_rows<BW, 4, S, T>(p, blk, c0, xq, d, xs, groups, tot); break;
+      case 3: if constexpr (3 * S <= Dots::kRows) block_rows<BW, 3, S, T>(p, blk, c0, xq, d, xs, groups, tot); break;
+      case 2: if constexpr (2 * S <= Dots::kRows) block_rows<BW, 2, S, T>(p, blk, c0, xq, d, xs, groups, tot); break;
+      default: block_rows<BW, 1, S, T>(p, blk, c0, xq, d, xs, groups, tot); break;
+    }
+    for (int s = 0; s < S; ++s)
+      for (int64_t r = 0; r < p.m; ++r)
+        Q::template write_row<T>(tot + (s * p.m + r) * BW, nullptr, BW, static_cast<T*>(p.out) + r * p.out_rs + c0[s]);
+  }
+
+  // m rows (m <= Dots::kRows) against full blocks [b0, b1) of BW columns, as many at once as the rows
+  // leave room for and gemv_streams() asks.
   template <int BW, class T>
-  static void full_block(const QuantProblem& p, const uint8_t* blk, int64_t c0, const int8_t* xq, const float* d,
-                         const float* xs, int64_t groups, float* tot, float* scale, float* zero) {
-    constexpr int RP = Dots::kRows;
+  static void row_blocks(const QuantProblem& p, int64_t b0, int64_t b1, const int8_t* xq, const float* d,
+                         const float* xs, int64_t groups, float* tot) {
+    auto visit = [&](auto streams, const int64_t* at) {
+      constexpr int S = decltype(streams)::value;
+      const uint8_t* blk[S];
+      int64_t c0[S], bw;
+      for (int s = 0; s < S; ++s) blk[s] = Q::block_of(p, (b0 + at[s]) * BW, &c0[s], &bw);
+      full_blocks<BW, S, T>(p, blk, c0, xq, d, xs, groups, tot);
+    };
+    const int64_t room = Dots::kRows / p.m;
+    if (room >= 4) Gemv<I>::template in_streams<Dots::kRows >= 4 ? 4 : Dots::kRows>(b1 - b0, visit);
+    else if (room >= 2) Gemv<I>::template in_streams<2>(b1 - b0, visit);
+    else Gemv<I>::template in_streams<1>(b1 - b0, visit);
+  }
+
+  // All m rows against full blocks [b0, b1) of BW columns. Up to Dots::kRows rows in one pass (with
+  // several blocks at once); more rows take every group of kRows per block while it is in L2, so the
+  // weights still stream from memory once.
+  template <int BW, class T>
+  static void full_range(const QuantProblem& p, int64_t b0, int64_t b1, const int8_t* xq, const float* d,
+                         const float* xs, int64_t groups, float* tot) {
+    if (p.m <= Dots::kRows) return row_blocks<BW, T>(p, b0, b1, xq, d, xs, groups, tot);
     const int64_t blocks = p.k / kBlock;
-    for (int64_t r0 = 0; r0 < p.m; r0 += RP) {
-      const int8_t* x = xq + r0 * p.k;
-      const float* dr = d + r0 * blocks;
-      const float* xr = xs + r0 * groups;
-      switch (std::min<int64_t>(RP, p.m - r0)) {
-        case 4: block_rows<BW, (RP >= 4 ? 4 : 1), T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
-        case 3: block_rows<BW, (RP >= 3 ? 3 : 1), T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
-        case 2: block_rows<BW, (RP >= 2 ? 2 : 1), T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
-        default: block_rows<BW, 1, T>(p, blk, c0, x, dr, xr, groups, tot, scale, zero); break;
+    for (int64_t b = b0; b < b1; ++b) {
+      int64_t c0, bw;
+      const uint8_t* blk = Q::block_of(p, b * BW, &c0, &bw);
+      for (int64_t r0 = 0; r0 < p.m; r0 += Dots::kRows) {
+        QuantProblem rows = p;
+        rows.m = std::min<int64_t>(Dots::kRows, p.m - r0);
+        rows.out = static_cast<T*>(p.out) + r0 * p.out_rs;
+        full_blocks<BW, 1, T>(rows, &blk, &c0, xq + r0 * p.k, d + r0 * blocks, xs + r0 * groups, groups, tot);
       }
-      for (int64_t r = r0; r < std::min(p.m, r0 + RP); ++r)
-        Q::template write_row<T>(tot + (r - r0) * BW, nullptr, BW, static_cast<T*>(p.out) + r * p.out_rs + c0);
     }
   }
 
@@ -107,19 +146,18 @@ struct Int8Activations : Quant<I> {
     Q::G::pack(static_cast<const T*>(p.x), p.x_rs, 1, p.m, p.k, a32, p.k, p.m, p.k);
     if (!quantize_rows(p, a32, xq, d, xs, groups)) return Q::template int4_gemv<T>(p, begin, end, scratch);
     const int64_t blocks = p.k / kBlock;
-    for (int64_t c = begin * p.nc; c < std::min(p.n, end * p.nc);) {
+    const int64_t c_begin = begin * p.nc, c_end = std::min(p.n, end * p.nc);
+    const int64_t full_end = std::min(c_end, p.n - p.n % p.block);  // the last, narrower block after
+    if (c_begin < full_end) {
+      if (p.block == 64) full_range<64, T>(p, c_begin / 64, full_end / 64, xq, d, xs, groups, tot);
+      else if constexpr (Dots::kBlock32) full_range<32, T>(p, c_begin / 32, full_end / 32, xq, d, xs, groups, tot);
+    }
+    if (full_end < c_end) {  // the float path's loop on x_hat
       int64_t c0, bw;
-      const uint8_t* blk = Q::block_of(p, c, &c0, &bw);
-      if (bw != p.block) {  // the last, narrower block: the float path's loop on x_hat
-        for (int64_t r = 0; r < p.m; ++r)
-          for (int64_t kk = 0; kk < p.k; ++kk) a32[r * p.k + kk] = d[r * blocks + kk / kBlock] * xq[r * p.k + kk];
-        Q::template int4_narrow_block<T>(p, blk, c0, bw, a32, xs, groups, scale, zero);
-      } else if (bw == 64) {
-        full_block<64, T>(p, blk, c0, xq, d, xs, groups, tot, scale, zero);
-      } else if constexpr (Dots::kBlock32) {
-        full_block<32, T>(p, blk, c0, xq, d, xs, groups, tot, scale, zero);
-      }
-      c = c0 + bw;
+      const uint8_t* blk = Q::block_of(p, full_end, &c0, &bw);
+      for (int64_t r = 0; r < p.m; ++r)
+        for (int64_t kk = 0; kk < p.k; ++kk) a32[r * p.k + kk] = d[r * blocks + kk / kBlock] * xq[r * p.k + kk];
+      Q::template int4_narrow_block<T>(p, blk, c0, bw, a32, xs, groups, scale, zero);
     }
   }
 };

@@ -1,9 +1,9 @@
 // int4 decode rows with int8 activations on AVX512-VNNI (vpdpbusd): the dot products and the
 // rounding of quant_int8_activations.h's contract. The float path is bound by converting nibbles to
-// floats (6 port-5 micro-ops per 64 weights on AVX-512); here 256 weights cost two byte permutes,
+// floats (6 port-5 micro-ops per 64 weights on AVX-512); here 256 weights cost four byte permutes,
 // two ands and four vpdpbusd.
 //  - torch's AVX-512 layout has a block's 64 columns along a 32-byte k row (byte b: column b low,
-//    b + 32 high); vpdpbusd sums 4 bytes of one lane, so one vpermt2b per 16 lanes gathers byte b
+//    b + 32 high); vpdpbusd sums 4 bytes of one lane, so two vpermb per 16 lanes gather byte b
 //    of 4 consecutive k rows into lane b, and the 4 x bytes of those rows are broadcast as the
 //    signed operand. The low nibbles (an and) give column b's products; the whole bytes, lo + 16 hi
 //    (unsigned, at most 255), give lo's plus 16 times column b + 32's, which (whole - lo) / 16
@@ -34,51 +34,58 @@ struct VnniDots {
     return true;
   }
 
-  template <int BW, int Rn>
-  static void group_dots(const QuantProblem& p, const uint8_t* blk, int64_t b0, int64_t b1, const int8_t* xq,
+  template <int BW, int Rn, int S>
+  static void group_dots(const QuantProblem& p, const uint8_t* const* blk, int64_t b0, int64_t b1, const int8_t* xq,
                          const float* d, float* part) {
     static_assert(BW == 64, "torch's AVX-512 layout only");
+    static_assert(Rn * S <= kRows, "the accumulators fill the registers");
     constexpr int64_t HB = 32, kBlock = 32;  // bytes per k row, k per activation scale
     const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_bytes();  // bytes
     const bool to_l2 = Gemv<I>::prefetch_to_l2();
-    // Lane j of the first gather: byte j of rows 0..3 (row i is bytes 32 i.. of r01:r23); the
-    // second: byte 16 + j.
+    // Lane j of the first gather: byte j of rows 0..3. Rows 0 and 1 are bytes j and 32 + j of r01,
+    // rows 2 and 3 the same bytes of r23, so one index serves both: a vpermb of r01, then one of r23
+    // merged into bytes 2 and 3 of each lane (two one-micro-op vpermb: a vpermt2b is three). The
+    // second gather: byte 16 + j.
     const __m512i gather0 = _mm512_set_epi8(
-        111, 79, 47, 15, 110, 78, 46, 14, 109, 77, 45, 13, 108, 76, 44, 12, 107, 75, 43, 11, 106, 74, 42, 10,
-        105, 73, 41, 9, 104, 72, 40, 8, 103, 71, 39, 7, 102, 70, 38, 6, 101, 69, 37, 5, 100, 68, 36, 4,
-        99, 67, 35, 3, 98, 66, 34, 2, 97, 65, 33, 1, 96, 64, 32, 0);
+        47, 15, 47, 15, 46, 14, 46, 14, 45, 13, 45, 13, 44, 12, 44, 12, 43, 11, 43, 11, 42, 10, 42, 10,
+        41, 9, 41, 9, 40, 8, 40, 8, 39, 7, 39, 7, 38, 6, 38, 6, 37, 5, 37, 5, 36, 4, 36, 4,
+        35, 3, 35, 3, 34, 2, 34, 2, 33, 1, 33, 1, 32, 0, 32, 0);
     const __m512i gather1 = _mm512_add_epi8(gather0, _mm512_set1_epi8(16));
+    constexpr __mmask64 kRows23 = 0xCCCCCCCCCCCCCCCCull;
     const __m512i low4 = _mm512_set1_epi8(15);
-    V sums[Rn][4];
-    for (int r = 0; r < Rn; ++r)
-      for (int v = 0; v < 4; ++v) sums[r][v] = I::zero();
+    std::memset(part, 0, S * Rn * BW * sizeof(float));  // the fp32 sums, added to once per 32 k
     for (int64_t b = b0; b < b1; ++b) {
-      __m512i acc[Rn][4];
-      for (int r = 0; r < Rn; ++r)
-        for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
+      __m512i acc[S][Rn][4];
+      for (int s = 0; s < S; ++s)
+        for (int r = 0; r < Rn; ++r)
+          for (int v = 0; v < 4; ++v) acc[s][r][v] = _mm512_setzero_si512();
       for (int64_t kk = b * kBlock; kk < (b + 1) * kBlock; kk += 4) {
-        const uint8_t* rows = blk + kk * HB;
-        // One stream, prefetched as far ahead as the float path's (128 bytes here: two lines).
-        Gemv<I>::prefetch(rows + ahead, to_l2);
-        Gemv<I>::prefetch(rows + ahead + 64, to_l2);
-        const __m512i r01 = _mm512_loadu_si512(rows), r23 = _mm512_loadu_si512(rows + 64);
-        const __m512i t0 = _mm512_permutex2var_epi8(r01, gather0, r23), t1 = _mm512_permutex2var_epi8(r01, gather1, r23);
-        const __m512i q[4] = {_mm512_and_si512(t0, low4), _mm512_and_si512(t1, low4), t0, t1};  // lo, lo, whole, whole
-        for (int r = 0; r < Rn; ++r) {
-          int32_t x4;
-          std::memcpy(&x4, xq + r * p.k + kk, 4);
-          const __m512i xb = _mm512_set1_epi32(x4);
-          for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], q[v], xb);
+        for (int s = 0; s < S; ++s) {
+          const uint8_t* rows = blk[s] + kk * HB;
+          // Each stream prefetched as far ahead as the float path's (128 bytes here: two lines).
+          Gemv<I>::prefetch(rows + ahead, to_l2);
+          Gemv<I>::prefetch(rows + ahead + 64, to_l2);
+          const __m512i r01 = _mm512_loadu_si512(rows), r23 = _mm512_loadu_si512(rows + 64);
+          const __m512i t0 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(gather0, r01), kRows23, gather0, r23);
+          const __m512i t1 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(gather1, r01), kRows23, gather1, r23);
+          const __m512i q[4] = {_mm512_and_si512(t0, low4), _mm512_and_si512(t1, low4), t0, t1};  // lo, lo, whole, whole
+          for (int r = 0; r < Rn; ++r) {
+            int32_t x4;
+            std::memcpy(&x4, xq + r * p.k + kk, 4);
+            const __m512i xb = _mm512_set1_epi32(x4);
+            for (int v = 0; v < 4; ++v) acc[s][r][v] = _mm512_dpbusd_epi32(acc[s][r][v], q[v], xb);
+          }
         }
       }
       for (int r = 0; r < Rn; ++r) {
-        for (int v = 2; v < 4; ++v) acc[r][v] = _mm512_srai_epi32(_mm512_sub_epi32(acc[r][v], acc[r][v - 2]), 4);  // hi
         const V dv = I::set1(d[r * blocks + b]);
-        for (int v = 0; v < 4; ++v) sums[r][v] = I::fma(_mm512_cvtepi32_ps(acc[r][v]), dv, sums[r][v]);
+        for (int s = 0; s < S; ++s) {
+          for (int v = 2; v < 4; ++v) acc[s][r][v] = _mm512_srai_epi32(_mm512_sub_epi32(acc[s][r][v], acc[s][r][v - 2]), 4);  // hi
+          float* sums = part + (s * Rn + r) * BW;
+          for (int v = 0; v < 4; ++v) I::store(sums + v * 16, I::fma(_mm512_cvtepi32_ps(acc[s][r][v]), dv, I::load(sums + v * 16)));
+        }
       }
     }
-    for (int r = 0; r < Rn; ++r)
-      for (int v = 0; v < 4; ++v) I::store(part + r * BW + v * 16, sums[r][v]);
   }
 };
 
