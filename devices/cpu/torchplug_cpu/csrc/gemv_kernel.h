@@ -44,20 +44,21 @@ struct Gemv {
   template <int R, class Bt>
   static constexpr int kUnroll = R <= 2 || kLineVectors<Bt> == 1 ? kLineVectors<Bt> : kLineVectors<Bt> / 2;
   // Whether S streams' sums (and R rows of a) fit the vector registers.
-  template <int R, class Bt>
-  static constexpr bool fits(int S) { return S * R * (kUnroll<R, Bt> + 1) + R <= (W >= 16 ? 28 : 14); }
+  template <int R, class Bt, int S>
+  static constexpr bool kFits = S * R * (kUnroll<R, Bt> + 1) + R <= (W >= 16 ? 28 : 14);
 
   // sums[r * ld + j] = a[r] . b[:, j] for R rows of a (k floats each, `k` apart) and the n
   // columns of b (`cs` apart, contiguous along k). Each column is read start to end, one sequential
   // stream through memory that the hardware prefetcher follows across pages; gemv_streams() columns
-  // are read at once, from as many equal parts of the n (interleaving neighbouring columns was
-  // 15-35% slower on Zen 3). On an Intel Xeon, 4 streams kept more lines in flight than 1: fp16
-  // weights from memory on 2 threads 22.4 -> 23.9 GB/s, each at its best prefetch (`torchplug tune`).
+  // are read at once, one from each of as many equal parts of the n (interleaving neighbouring
+  // columns was 15-35% slower on Zen 3). On an Intel Xeon, 4 streams kept more lines in flight than
+  // 1: fp16 weights from memory on 2 threads 22.4 -> 23.9 GB/s, each at its best prefetch (`torchplug
+  // tune`).
   template <int R, class Bt = fp16_t>
   static void dots(const float* a, const Bt* b, int64_t cs, int64_t k, int64_t n, float* sums, int64_t ld) {
     const int64_t ahead = prefetch_bytes() / int64_t{sizeof(Bt)};  // elements
     const bool to_l2 = prefetch_to_l2();
-    in_streams<fits<R, Bt>(4) ? 4 : fits<R, Bt>(2) ? 2 : 1>(n, [&](auto streams, const int64_t* at) {
+    in_streams<kFits<R, Bt, 4> ? 4 : kFits<R, Bt, 2> ? 2 : 1>(n, [&](auto streams, const int64_t* at) {
       constexpr int S = decltype(streams)::value;
       const Bt* col[S];
       for (int s = 0; s < S; ++s) col[s] = b + at[s] * cs;
