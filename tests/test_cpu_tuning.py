@@ -97,7 +97,12 @@ def test_tune_measures_records_and_the_next_import_runs_the_record(cache):
     scalar = state(cache, TORCHPLUG_CPU_ISA="scalar")  # measured on another path: that path keeps its own
     assert (scalar["bytes"], scalar["level"]) == (scalar["own"], 1)
 
-    # Another CPU model's record (a cache baked elsewhere) and an unreadable file leave the defaults.
+    # A record from before the streams were measured (no "streams"), another CPU model's record (a
+    # cache baked elsewhere) and an unreadable file leave the defaults.
+    older = {name: value for name, value in record.items() if name not in ("streams", "in_force_streams")}
+    (cache / tuning.TUNING_FILE).write_text(json.dumps({key: older}))
+    unmeasured = state(cache)
+    assert (unmeasured["bytes"], unmeasured["streams"]) == (before["bytes"], before["streams"])
     (cache / tuning.TUNING_FILE).write_text(json.dumps({key.replace(before["cpu"], "OtherVendor family 1 model 2"):
                                                         record}))
     assert state(cache)["bytes"] == before["bytes"]
