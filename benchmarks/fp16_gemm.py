@@ -280,6 +280,25 @@ QUANT_GROUP = 128
 QUANT_FP16_TARGET = 20.0  # fp16 activations at the decode row, torchplug / stock
 
 
+def quant_weight(op, n, k, gen):
+    """op's n x k weight from gen (int8, or int4 packed as torch packs it on this CPU) and its bytes."""
+    if op == "_weight_int8pack_mm":
+        return torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen), n * k
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.randint(0, 16, (n, k), dtype=torch.int32,
+                                                                              generator=gen), 1)
+    return packed, n * k // 2
+
+
+def quant_call(op, x, w, gen):
+    """A call of op on activations x and quant_weight's w, with random scales (from gen) in x's dtype."""
+    n = w.shape[0]
+    if op == "_weight_int8pack_mm":
+        scales = (torch.rand(n, generator=gen) * 0.01).to(x.dtype)
+        return lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales)
+    sz = (torch.rand(x.shape[1] // QUANT_GROUP, n, 2, generator=gen) * 0.01).to(x.dtype)
+    return lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w, QUANT_GROUP, sz)
+
+
 def quant_rows(report, quick):
     """[shape, op, dtype, stock GB/s, torchplug GB/s, vs stock, vs stock bf16] and the verdicts' (ok, text, ratio)."""
     from torchplug_cpu import kernels
@@ -288,19 +307,11 @@ def quant_rows(report, quick):
     gen = torch.Generator().manual_seed(0)
     for m, k, n in QUANT_SHAPES[:1] if quick else QUANT_SHAPES:
         shape = f"{m}x{k} @ {n}x{k}^T"
-        w8 = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen)
-        w4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.randint(0, 16, (n, k), dtype=torch.int32,
-                                                                              generator=gen), 1)
-        for op, weight_bytes in (("_weight_int8pack_mm", n * k), ("_weight_int4pack_mm_for_cpu", n * k // 2)):
+        for op in ("_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu"):
+            w, weight_bytes = quant_weight(op, n, k, gen)
             figures = {}
             for dtype in (torch.float32, torch.bfloat16, torch.float16):
-                x = torch.randn(m, k, generator=gen).to(dtype)
-                if op == "_weight_int8pack_mm":
-                    scales = (torch.rand(n, generator=gen) * 0.01).to(dtype)
-                    fn = lambda x=x, s=scales: torch.ops.aten._weight_int8pack_mm(x, w8, s)  # noqa: E731
-                else:
-                    sz = (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).to(dtype)
-                    fn = lambda x=x, sz=sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w4, QUANT_GROUP, sz)  # noqa: E731
+                fn = quant_call(op, torch.randn(m, k, generator=gen).to(dtype), w, gen)
                 name = f"{op} {shape} {str(dtype).replace('torch.', '')}"
                 for who in ("stock", "torchplug"):
                     if who == "stock" and m > 1 and dtype != torch.bfloat16:
@@ -401,20 +412,9 @@ def rounded_activation_rows(report):
         for op, _, allow in ops:
             for m, k, n in ROUNDED_ACTIVATION_SHAPES:
                 shape = f"{m}x{k} @ {n}x{k}^T"
-                if op == "_weight_int8pack_mm":
-                    w, weight_bytes = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=gen), n * k
-                else:
-                    w = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
-                        torch.randint(0, 16, (n, k), dtype=torch.int32, generator=gen), 1)
-                    weight_bytes = n * k // 2
+                w, weight_bytes = quant_weight(op, n, k, gen)
                 for dtype in (torch.bfloat16, torch.float16):
-                    x = torch.randn(m, k, generator=gen).to(dtype)
-                    if op == "_weight_int8pack_mm":
-                        s = (torch.rand(n, generator=gen) * 0.01).to(dtype)
-                        fn = lambda x=x, w=w, s=s: torch.ops.aten._weight_int8pack_mm(x, w, s)  # noqa: E731
-                    else:
-                        sz = (torch.rand(k // QUANT_GROUP, n, 2, generator=gen) * 0.01).to(dtype)
-                        fn = lambda x=x, w=w, sz=sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w, QUANT_GROUP, sz)  # noqa: E731
+                    fn = quant_call(op, torch.randn(m, k, generator=gen).to(dtype), w, gen)
                     secs = interleaved({"float": lambda fn=fn: (allow(False), fn()),
                                         "rounded": lambda fn=fn: (allow(True), fn())}, budget_s=2.0, max_runs=101)
                     dtype_name = str(dtype).replace("torch.", "")
