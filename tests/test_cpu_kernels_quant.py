@@ -278,22 +278,6 @@ def assert_the_float_path_ran(ext, call, allow_rounding):
     torch.testing.assert_close(out, expected, equal_nan=True, rtol=0, atol=0)
 
 
-def test_int4_activations_setting_is_read_from_the_environment():
-    """TORCHPLUG_CPU_INT4_ACTIVATIONS=float turns the int8 activations off; an unknown value is refused
-    naming the choices."""
-    code = ("from torchplug_cpu import kernels; ext = kernels.load(); "
-            "print('int8 dots:', ext.int4_int8_dots(), ext.int4_int8_dots_supported())")
-    assert "int8 dots: False" in run_python(code, TORCHPLUG_CPU_INT4_ACTIVATIONS="float").stdout
-    result = run_python(code)
-    assert "int8 dots: True True" in result.stdout or "int8 dots: False False" in result.stdout
-    bad = run_python(code, check=False, TORCHPLUG_CPU_INT4_ACTIVATIONS="int4")
-    assert bad.returncode != 0 and "TORCHPLUG_CPU_INT4_ACTIVATIONS=int4; expected one of int8, float" in bad.stderr
-    if "avx2" in kernels.load().supported_isas():  # the avx2 path has them on every CPU that runs it
-        assert "int8 dots: True True" in run_python(code, TORCHPLUG_CPU_ISA="avx2").stdout
-        assert "int8 dots: False True" in run_python(code, TORCHPLUG_CPU_ISA="avx2",
-                                                     TORCHPLUG_CPU_INT4_ACTIVATIONS="float").stdout
-
-
 @pytest.fixture(params=["int16", "float"])
 def int8_activations(request, ext, isa):
     """Both settings of the int8 weights' activations (TORCHPLUG_CPU_INT8_ACTIVATIONS)."""
@@ -340,18 +324,22 @@ def test_int8_rows_with_infinities_keep_float_activations(ext, int8_activations,
     assert_the_float_path_ran(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales), ext.set_int8_int16_dots)
 
 
-def test_int8_activations_setting_is_read_from_the_environment():
-    """TORCHPLUG_CPU_INT8_ACTIVATIONS=float turns the int16 activations off; an unknown value is refused
-    naming the choices."""
-    code = ("from torchplug_cpu import kernels; ext = kernels.load(); "
-            "print('int16 dots:', ext.int8_int16_dots(), ext.int8_int16_dots_supported())")
-    assert "int16 dots: False" in run_python(code, TORCHPLUG_CPU_INT8_ACTIVATIONS="float").stdout
+@pytest.mark.parametrize("env, choices, active, supported, unknown", [
+    ("TORCHPLUG_CPU_INT4_ACTIVATIONS", "int8, float", "int4_int8_dots", "int4_int8_dots_supported", "int4"),
+    ("TORCHPLUG_CPU_INT8_ACTIVATIONS", "int16, float", "int8_int16_dots", "int8_int16_dots_supported", "int8"),
+], ids=["int4", "int8"])
+def test_activations_setting_is_read_from_the_environment(env, choices, active, supported, unknown):
+    """`float` turns the rounded activations off; an unknown value is refused naming the choices; the
+    avx2 path has them on every CPU that runs it."""
+    code = f"from torchplug_cpu import kernels; ext = kernels.load(); print('dots:', ext.{active}(), ext.{supported}())"
+    assert "dots: False" in run_python(code, **{env: "float"}).stdout
     result = run_python(code)
-    assert "int16 dots: True True" in result.stdout or "int16 dots: False False" in result.stdout
-    bad = run_python(code, check=False, TORCHPLUG_CPU_INT8_ACTIVATIONS="int8")
-    assert bad.returncode != 0 and "TORCHPLUG_CPU_INT8_ACTIVATIONS=int8; expected one of int16, float" in bad.stderr
+    assert "dots: True True" in result.stdout or "dots: False False" in result.stdout
+    bad = run_python(code, check=False, **{env: unknown})
+    assert bad.returncode != 0 and f"{env}={unknown}; expected one of {choices}" in bad.stderr
     if "avx2" in kernels.load().supported_isas():
-        assert "int16 dots: True True" in run_python(code, TORCHPLUG_CPU_ISA="avx2").stdout
+        assert "dots: True True" in run_python(code, TORCHPLUG_CPU_ISA="avx2").stdout
+        assert "dots: False True" in run_python(code, TORCHPLUG_CPU_ISA="avx2", **{env: "float"}).stdout
 
 
 @INT8_PATHS
