@@ -92,9 +92,9 @@ def int8_terms(w, scales):
 
 
 def runs_int16_activations(ext, x):
-    """Whether an int8 call on x rounds it to int16 (quant_ops.cpp): a few rows of fp16 / bf16 with k a
-    multiple of 32, with the setting on, on a path that has the kernels."""
-    return ext.int8_int16_dots() and x.dtype != torch.float32 and x.shape[0] <= 16 and x.shape[1] % 32 == 0
+    """Whether an int8 call on x rounds it to int16 (quant_ops.cpp): fp16 / bf16 with k a multiple of
+    32, with the setting on, on a path that has the kernels."""
+    return ext.int8_int16_dots() and x.dtype != torch.float32 and x.shape[1] % 32 == 0
 
 
 def int16_rounded(x):
@@ -288,11 +288,13 @@ def int8_activations(request, ext, isa):
     ext.set_int8_int16_dots(kernels.int8_activations() == "int16")
 
 
-# (m, k, n): decode rows on the int16 activations' path (k a multiple of 32): one block and a part,
-# several blocks with a shorter last one (k 800: 256 * 3 + 32), 1 to 16 rows (4 per pass, and the
-# rest), n not a multiple of 16.
+# (m, k, n): rows on the int16 activations' path (k a multiple of 32): one block and a part, several
+# blocks with a shorter last one (k 800: 256 * 3 + 32), 1 to 16 rows (decode: 4 per pass, and the
+# rest), n not a multiple of 16; prefill (over 16 rows: 4 at a time, 64 rounded at a time) in one
+# chunk of columns and in several (k 2048: 128 columns a chunk), n not a multiple of 3.
 INT16_ACTIVATION_SHAPES = [(1, 2048, 256), (1, 32, 17), (2, 96, 80), (3, 800, 48), (4, 512, 64), (5, 288, 33),
-                           (7, 4096, 40), (9, 256, 100), (16, 160, 96)]
+                           (7, 4096, 40), (9, 256, 100), (16, 160, 96), (17, 288, 50), (23, 2048, 300),
+                           (70, 800, 97)]
 
 
 @INT8_PATHS
@@ -322,6 +324,37 @@ def test_int8_rows_with_infinities_keep_float_activations(ext, int8_activations,
     x, w, scales = int8_case(2, 256, 64, torch.float16)
     x[1, 100] = bad
     assert_the_float_path_ran(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales), ext.set_int8_int16_dots)
+
+
+@INT8_PATHS
+def test_int8_prefill_rows_are_decode_rows_bit_for_bit(ext, int8_activations):
+    """Prefill (over 16 rows) takes rows 4 at a time and columns a few at a time; each column's sums
+    run in decode's order, so every row comes out as a call on that row alone would give it."""
+    if int8_activations == "float":
+        pytest.skip("the float path's prefill is the fp32 GEMM, which sums in another order than its decode")
+    x, w, scales = int8_case(37, 800, 70, torch.float16, seed=5)
+    out = torch.ops.aten._weight_int8pack_mm(x, w, scales)
+    for r in range(x.shape[0]):
+        assert torch.equal(out[r], torch.ops.aten._weight_int8pack_mm(x[r:r + 1], w, scales)[0]), f"row {r}"
+
+
+@INT8_PATHS
+def test_int8_prefill_sends_only_the_four_rows_with_a_nan_to_the_float_path(ext, int8_activations):
+    """Prefill rounds x 4 rows at a time: the 4 rows holding a NaN run the float path (NaNs where torch
+    puts them), the others keep their rounded activations."""
+    x, w, scales = int8_case(24, 256, 64, torch.float16)
+    x[9, 100] = float("nan")
+    call = lambda rows: torch.ops.aten._weight_int8pack_mm(rows, w, scales)  # noqa: E731
+    out = call(x)
+    ext.set_int8_int16_dots(False)
+    try:
+        expected = call(x)
+    finally:
+        ext.set_int8_int16_dots(int8_activations == "int16")
+    torch.testing.assert_close(out[8:12], expected[8:12], equal_nan=True, rtol=0, atol=0)
+    assert out[9].isnan().all() and not out[8].isnan().any()
+    if int8_activations == "int16":  # the other rows as the same call without the NaN's rows gives them
+        assert torch.equal(torch.cat([out[:8], out[12:]]), call(torch.cat([x[:8], x[12:]])))
 
 
 @pytest.mark.parametrize("env, choices, active, supported, unknown", [

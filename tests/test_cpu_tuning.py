@@ -44,11 +44,12 @@ def test_without_a_measurement_the_vendor_table_or_the_path_decides(cache):
     distance into L1 on one stream; each environment variable overrides its part on every path; a
     bad value is refused naming the variable."""
     now = state(cache)
-    table = kernels.PREFETCH_BY_CPU.get((now["vendor"], now["isa"]))
-    kb, level, streams = table if table is not None else (now["own"] >> 10, "l1", 1)
+    table = kernels.prefetch_by_cpu(now["vendor"], *kernels.cpu_family_model(kernels.extension()), now["isa"])
+    kb, level, streams = table[1] if table is not None else (now["own"] >> 10, "l1", 1)
     assert (now["bytes"], now["level"], now["streams"]) == (kb << 10, kernels.PREFETCH_LEVELS[level], streams)
     assert f"{kb} KB ahead into {level.upper()} on {streams} weight stream" in now["status"]
-    assert ("PREFETCH_BY_CPU" if table is not None else f"the {now['isa']} path's own") in now["status"]
+    assert (f"PREFETCH_BY_CPU's {table[0].name} entry" if table is not None else f"the {now['isa']} path's own") \
+        in now["status"]
     scalar = state(cache, TORCHPLUG_CPU_ISA="scalar")
     assert (scalar["bytes"], scalar["level"], scalar["streams"]) == (1 << 10, 1, 1)
     distance = state(cache, TORCHPLUG_CPU_PREFETCH_KB="3")
@@ -63,6 +64,21 @@ def test_without_a_measurement_the_vendor_table_or_the_path_decides(cache):
     assert bad.returncode != 0 and "TORCHPLUG_CPU_PREFETCH_LEVEL='l3' is not one of l1, l2" in bad.stderr
     bad = run_python(STATE, check=False, TORCHPLUG_CACHE=str(cache), TORCHPLUG_CPU_STREAMS="3")
     assert bad.returncode != 0 and "TORCHPLUG_CPU_STREAMS='3' is not one of 1, 2, 4" in bad.stderr
+
+
+@pytest.mark.parametrize("cpu, isa, kind", [
+    (("AuthenticAMD", 25, 0x11), "avx512", "Zen 4"),  # Genoa
+    (("AuthenticAMD", 25, 0x61), "avx2", "Zen 4"),  # Raphael, on the avx2 path
+    (("AuthenticAMD", 25, 0x01), "avx2", None),  # Zen 3 (Milan): unmeasured, the path's own
+    (("AuthenticAMD", 26, 0x11), "avx512", None),  # Zen 5 (Turin)
+    (("GenuineIntel", 6, 207), "avx512", "Intel"),
+    (("GenuineIntel", 6, 207), "scalar", None),
+    (("CentaurHauls", 6, 15), "avx2", None),
+])
+def test_the_table_is_keyed_by_cpu_model_and_path(cpu, isa, kind):
+    """PREFETCH_BY_CPU tells CPU models of one vendor apart (Zen 3 and Zen 4 share AMD's family 25)."""
+    entry = kernels.prefetch_by_cpu(*cpu, isa)
+    assert (entry[0].name if entry else None) == kind
 
 
 def test_tune_measures_records_and_the_next_import_runs_the_record(cache):

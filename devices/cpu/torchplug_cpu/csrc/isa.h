@@ -88,6 +88,11 @@ struct QuantProblem {
   void* out; int64_t out_rs;
   int64_t mc, nc, col_blocks;
 };
+// int8 prefill with int16 activations (quant_int16_activations.h): x in fp32 for 4 rows at a time,
+// where the float path's scratch for them (x and 4 x nc sums) also fits.
+inline int64_t prefill_x32(const QuantProblem& p) {
+  return (4 * p.k + 4 * (p.nc > 64 ? p.nc : 64) + 15) / 16 * 16;
+}
 // Floats of scratch one thread needs for a QuantProblem's tasks.
 inline int64_t quant_scratch(const GemmBlocking& g, const QuantProblem& p, bool gemm) {
   const int64_t kc = p.k < g.kc ? p.k : g.kc;
@@ -98,6 +103,10 @@ inline int64_t quant_scratch(const GemmBlocking& g, const QuantProblem& p, bool 
   if (!gemm) {
     const int64_t skinny = up(p.m * p.k, 16) + up(p.m * (p.k / 32 + 1), 16) + up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64;
     // (int8: then x rounded to int16 for quant_int16_activations.h, its scales in the sums' place)
+    // (int8 prefill, p.mc rows rounded at a time: x in fp32 for 4 rows, room for the float path's sums)
+    if (p.block == 0 && p.mc)
+      return prefill_x32(p) + up(p.mc * (p.k / 32 + 1), 16) + up((p.mc > 4 ? p.mc : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64 +
+             up(p.mc * p.k / 2 + 1, 16);
     return p.block == 0 ? skinny + up(p.m * p.k / 2 + 1, 16) : skinny + up(p.m * (p.k / 32 + 1), 16) + up(p.m * p.k / 4 + 1, 16);
   }
   // GEMM: packed A, one packed B panel, the block's fp32 sums, one panel's scales and zeros

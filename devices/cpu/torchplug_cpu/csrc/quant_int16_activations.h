@@ -1,7 +1,7 @@
-// int8 weight-only decode rows (aten's _weight_int8pack_mm, a few rows) with fp16 / bf16 activations
-// rounded to int16 and integer dot products: the part every ISA shares. The float path
-// (quant_kernel.h, int8_gemv) converts every int8 weight to fp32 (a widening and a conversion per
-// 16 weights, then an FMA per row): with 8 rows it is bound by that arithmetic. Here a weight is
+// int8 weight-only products (aten's _weight_int8pack_mm) with fp16 / bf16 activations rounded to
+// int16 and integer dot products: the part every ISA shares. The float paths (quant_kernel.h) convert
+// every int8 weight to fp32 (decode: a widening and a conversion per 16 weights, then an FMA per row,
+// bound by that arithmetic with 8 rows; prefill: the fp32 GEMM, one FMA per 16 products). Here a weight is
 // widened to int16 once and multiplied into int32 sums (Dots: vpdpwssd on AVX512-VNNI, vpmaddwd on
 // AVX2), the rounding scales applied once per block of 256 k.
 //  - Each x row is rounded once per call, per block of 256 along k (the last may be shorter; k is a
@@ -10,7 +10,11 @@
 //    weights' own step (max|w| / 127).
 //  - Per block the int32 sums are exact: a lane adds 16 products of at most 32767 * 128.
 //  - out = scale * sum over blocks of d * (xq . w), in fp32, rounded to T once.
-// A row with an infinity or NaN cannot be rounded: that call runs the float path (torch's results).
+// A row with an infinity or NaN cannot be rounded: that call (prefill: its 4 rows) runs the float
+// path (torch's results).
+// Prefill (more than 16 rows) reads each chunk of columns from L2 once per 4 rows: vpdpwssd's 32
+// products an instruction against the fp32 GEMM's 16 per FMA, 1.4-1.85x it on a Zen 4 VM
+// (docs/cpu-fp16.md).
 // Blocks of 256 (from memory, 2 threads): one row 1.09x the float path (blocks of 128: 1.02x),
 // 8 rows 1.46-1.52x (128: 1.30x) while the rows were taken in groups over a whole chunk, 1.60x
 // since they are taken per column; 512 gained nothing more (docs/cpu-fp16.md).
@@ -115,41 +119,116 @@ struct Int16Activations : Quant<I> {
     });
   }
 
-  // int8_gemv's contract (quant_kernel.h) for k % 32 == 0; scratch: quant_scratch() floats (which
-  // counts xq and d for int8).
-  template <class T> static void int8_gemv(const QuantProblem& p, int64_t begin, int64_t end, float* scratch) {
-    float* a32 = scratch;
-    float* d = a32 + Q::up(p.m * p.k, 16);
-    float* sums = d + Q::up(p.m * (p.k / 32 + 1), 16);
-    int16_t* xq = reinterpret_cast<int16_t*>(sums + Q::up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64);
+  // Scratch (quant_scratch()): x in fp32 (`x32` floats), d for `rows` rows, the fp32 sums of 4 rows
+  // (m <= 4: m rows) by nc columns, xq for `rows` rows.
+  struct Scratch {
+    float *a32, *d, *sums;
+    int16_t* xq;
+    Scratch(const QuantProblem& p, int64_t x32, int64_t rows, float* scratch)
+        : a32(scratch), d(a32 + x32), sums(d + Q::up(rows * (p.k / 32 + 1), 16)),
+          xq(reinterpret_cast<int16_t*>(sums + Q::up((rows > 4 ? rows : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64)) {}
+  };
+  // Rows [0, p.m) of x rounded to xq, with d; false if a row holds an infinity or NaN.
+  template <class T> static bool round_rows(const QuantProblem& p, float* a32, int16_t* xq, float* d) {
     Q::G::pack(static_cast<const T*>(p.x), p.x_rs, 1, p.m, p.k, a32, p.k, p.m, p.k);
-    if (!quantize_rows(p, a32, xq, d)) return Q::template int8_gemv<T>(p, begin, end, scratch);
+    return quantize_rows(p, a32, xq, d);
+  }
+
+  // Columns [0, nc) of the chunk at w against Rn rows (prefill: the chunk in L2), three at a time
+  // where the registers hold them (else two): each weight load serves Rn rows, each activation load
+  // S columns. 3 x 4 against 2 x 4: 1.05x on one Zen 4 thread.
+  template <int Rn>
+  static void prefill_columns(const QuantProblem& p, const int8_t* w, int64_t nc, const int16_t* xq, const float* d,
+                    float* sums) {
+    constexpr int S = kFits<Rn, 3> ? 3 : 2;
+    int64_t j = 0;
+    for (; j + S <= nc; j += S) {
+      const int8_t* col[S];
+      int64_t at[S];
+      for (int s = 0; s < S; ++s) col[s] = w + (j + s) * p.k, at[s] = j + s;
+      columns<Rn, S>(p, col, xq, d, sums, nc, at);
+    }
+    for (; j < nc; ++j) {
+      const int8_t* col[1] = {w + j * p.k};
+      columns<Rn, 1>(p, col, xq, d, sums, nc, &j);
+    }
+  }
+
+  // Prefill (p.mc rows rounded at a time, chunks of p.nc columns small enough to stay in L2): per
+  // block of mc rows and chunk, every 4 rows against the chunk's columns a few at a time. A row's
+  // results are decode's bit for bit: each column's sums run in the same order whatever the rows
+  // and columns taken with it. A block of 4 rows with an infinity or NaN runs the float path.
+  template <class T> static void int8_rows(const QuantProblem& p, int64_t begin, int64_t end, float* scratch) {
+    const Scratch s(p, prefill_x32(p), p.mc, scratch);
+    const int64_t nb = blocks(p);
+    for (int64_t r0 = 0; r0 < p.m; r0 += p.mc) {
+      const int64_t rows = std::min(p.mc, p.m - r0);
+      uint64_t unrounded = 0;  // bit g: rows [4g, 4g + 4) of the block hold an infinity or NaN
+      for (int64_t g = 0; g * 4 < rows; ++g) {
+        QuantProblem four = p;
+        four.m = std::min<int64_t>(4, rows - 4 * g);
+        four.x = static_cast<const T*>(p.x) + (r0 + 4 * g) * p.x_rs;
+        if (!round_rows<T>(four, s.a32, s.xq + 4 * g * p.k, s.d + 4 * g * nb)) unrounded |= uint64_t{1} << g;
+      }
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t n0 = c * p.nc, nc = std::min(p.nc, p.n - n0);
+        const int8_t* w = static_cast<const int8_t*>(p.w) + n0 * p.k;
+        for (int64_t g = 0; g * 4 < rows; ++g) {
+          QuantProblem four = p;
+          four.m = std::min<int64_t>(4, rows - 4 * g);
+          four.x = static_cast<const T*>(p.x) + (r0 + 4 * g) * p.x_rs;
+          four.out = static_cast<T*>(p.out) + (r0 + 4 * g) * p.out_rs;
+          if (unrounded >> g & 1) {
+            Q::template int8_gemv<T>(four, c, c + 1, s.a32);  // its scratch fits x's place (prefill_x32)
+            continue;
+          }
+          const int16_t* xq = s.xq + 4 * g * p.k;
+          const float* d = s.d + 4 * g * nb;
+          switch (four.m) {
+            case 4: prefill_columns<4>(p, w, nc, xq, d, s.sums); break;
+            case 3: prefill_columns<3>(p, w, nc, xq, d, s.sums); break;
+            case 2: prefill_columns<2>(p, w, nc, xq, d, s.sums); break;
+            default: prefill_columns<1>(p, w, nc, xq, d, s.sums); break;
+          }
+          for (int64_t r = 0; r < four.m; ++r)
+            Q::write_row(s.sums + r * nc, static_cast<const T*>(p.scales) + n0, nc, static_cast<T*>(four.out) + r * p.out_rs + n0);
+        }
+      }
+    }
+  }
+
+  // int8_gemv's contract (quant_kernel.h) for k % 32 == 0, and with p.mc set, int8_rows'; scratch:
+  // quant_scratch() floats (which counts xq and d for int8; with p.mc, for mc rows).
+  template <class T> static void int8_gemv(const QuantProblem& p, int64_t begin, int64_t end, float* scratch) {
+    if (p.mc) return int8_rows<T>(p, begin, end, scratch);
+    const Scratch s(p, Q::up(p.m * p.k, 16), p.m, scratch);
+    if (!round_rows<T>(p, s.a32, s.xq, s.d)) return Q::template int8_gemv<T>(p, begin, end, scratch);
     for (int64_t c = begin; c < end; ++c) {
       const int64_t n0 = c * p.nc, nc = std::min(p.nc, p.n - n0);
       const int8_t* w = static_cast<const int8_t*>(p.w) + n0 * p.k;
       switch (p.m) {
-        case 1: chunk<1>(p, w, nc, xq, d, sums); break;
-        case 2: chunk<2>(p, w, nc, xq, d, sums); break;
-        case 3: chunk<3>(p, w, nc, xq, d, sums); break;
-        case 4: chunk<4>(p, w, nc, xq, d, sums); break;
+        case 1: chunk<1>(p, w, nc, s.xq, s.d, s.sums); break;
+        case 2: chunk<2>(p, w, nc, s.xq, s.d, s.sums); break;
+        case 3: chunk<3>(p, w, nc, s.xq, s.d, s.sums); break;
+        case 4: chunk<4>(p, w, nc, s.xq, s.d, s.sums); break;
         default:  // column by column, every group of 4 rows while the column is in L1: the weights stream once
           for (int64_t j = 0; j < nc; ++j) {
             const int8_t* col[1] = {w + j * p.k};
             for (int64_t r0 = 0; r0 < p.m; r0 += 4) {
-              const int16_t* x = xq + r0 * p.k;
-              const float* dr = d + r0 * blocks(p);
-              float* s = sums + r0 * nc;
+              const int16_t* x = s.xq + r0 * p.k;
+              const float* dr = s.d + r0 * blocks(p);
+              float* sums = s.sums + r0 * nc;
               switch (std::min<int64_t>(4, p.m - r0)) {
-                case 4: columns<4, 1>(p, col, x, dr, s, nc, &j); break;
-                case 3: columns<3, 1>(p, col, x, dr, s, nc, &j); break;
-                case 2: columns<2, 1>(p, col, x, dr, s, nc, &j); break;
-                default: columns<1, 1>(p, col, x, dr, s, nc, &j); break;
+                case 4: columns<4, 1>(p, col, x, dr, sums, nc, &j); break;
+                case 3: columns<3, 1>(p, col, x, dr, sums, nc, &j); break;
+                case 2: columns<2, 1>(p, col, x, dr, sums, nc, &j); break;
+                default: columns<1, 1>(p, col, x, dr, sums, nc, &j); break;
               }
             }
           }
       }
       for (int64_t r = 0; r < p.m; ++r)
-        Q::write_row(sums + r * nc, static_cast<const T*>(p.scales) + n0, nc, static_cast<T*>(p.out) + r * p.out_rs + n0);
+        Q::write_row(s.sums + r * nc, static_cast<const T*>(p.scales) + n0, nc, static_cast<T*>(p.out) + r * p.out_rs + n0);
     }
   }
 };

@@ -31,6 +31,9 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 constexpr int64_t kSkinnyRows = 16;
 // Columns of x (int8's GEMM) or of the weights (int4's) per GEMM task.
 constexpr int64_t kGemmColumns = 256;
+// int8 prefill with int16 activations: rows rounded at a time (at most 64), and the weight bytes of
+// a chunk of columns, read once per 4 rows from L2.
+constexpr int64_t kPrefillRows = 64, kPrefillChunkBytes = 256 << 10;
 
 std::atomic<uint64_t> g_calls{0};
 
@@ -98,14 +101,24 @@ Tensor weight_int8pack_mm(const Tensor& x, const Tensor& w, const Tensor& scales
   QuantProblem p = problem(x, w, s, out, n);
   const int d = *kernel_dtype(x.scalar_type());
   const bool skinny = p.m <= kSkinnyRows;
-  if (skinny) p.nc = skinny_columns(p.m, n, 16, true);
   // fp16 / bf16 activations rounded to int16 and integer dot products (quant_int16_activations.h)
-  // where the active path has them, for k a multiple of 32
-  const IsaKernels::QuantTasks* int16_dots = skinny && p.k % 32 == 0 ? int8_int16_kernels() : nullptr;
-  const IsaKernels::QuantTasks kernel = int16_dots && int16_dots[d] ? int16_dots[d]
-                                       : skinny                     ? active_kernels().int8_gemv[d]
-                                                                    : active_kernels().int8_gemm[d];
-  run(p, !skinny, kernel);
+  // where the active path has them, for k a multiple of 32: decode rows streaming the weights, and
+  // prefill in chunks of columns that stay in L2, kPrefillRows rows rounded at a time
+  const IsaKernels::QuantTasks* int16_dots = p.k % 32 == 0 ? int8_int16_kernels() : nullptr;
+  if (int16_dots && int16_dots[d]) {
+    if (skinny) {
+      p.nc = skinny_columns(p.m, n, 16, true);
+    } else {
+      p.nc = std::min(round_up(ceil_div(n, at::get_num_threads()), 16), std::max<int64_t>(16, kPrefillChunkBytes / p.k / 16 * 16));
+      p.mc = std::min(p.m, kPrefillRows);
+    }
+    run(p, false, int16_dots[d]);
+  } else if (skinny) {
+    p.nc = skinny_columns(p.m, n, 16, true);
+    run(p, false, active_kernels().int8_gemv[d]);
+  } else {
+    run(p, true, active_kernels().int8_gemm[d]);
+  }
   return out;
 }
 
