@@ -147,10 +147,20 @@ def int8_rounded(x):
     return (q.double() * d.double()).reshape(x.shape), d.double().expand_as(blocks).reshape(x.shape)
 
 
+def runs_int16_prefill(ext, x):
+    """Whether an int4 call on x rounds it to int16 (quant_ops.cpp): over 16 rows of fp16 / bf16 with k
+    a multiple of 32, with the setting on, on the avx512 path of an AVX512-VNNI CPU, in torch's AVX-512
+    layout."""
+    return (ext.int4_int16_prefill() and x.dtype != torch.float32 and x.shape[0] > 16 and x.shape[1] % 32 == 0
+            and torch.backends.cpu.get_cpu_capability() == "AVX512")
+
+
 def assert_int4_close(ext, out, x, q, group, sz):
-    """out against the float64 product of the x the kernel multiplies (int8-rounded where it rounds it)."""
+    """out against the float64 product of the x the kernel multiplies (int8- or int16-rounded where it
+    rounds it)."""
     w, terms = int4_dequantized(q, group, sz), int4_terms(q, group, sz)
-    x_used = int8_rounded(x)[0] if runs_int8_activations(ext, x) else None
+    x_used = (int8_rounded(x)[0] if runs_int8_activations(ext, x)
+              else int16_rounded(x)[0] if runs_int16_prefill(ext, x) else None)
     assert_quant_close(out, x, w, terms, x_used)
 
 
@@ -191,9 +201,12 @@ def test_int8_takes_rows_with_a_stride(isa, ext, m):
 
 
 # (m, k, n, group): every group size, k not a multiple of the group (a shorter last group), n with a
-# narrower last block (16, 32, 48 columns past a multiple of 64), decode rows, the skinny path and the GEMM.
+# narrower last block (16, 32, 48 columns past a multiple of 64), decode rows, the skinny path and the GEMM;
+# prefill with k a multiple of 32 (int16 activations where they run: 4 rows at a time, 64 rounded at a
+# time, a shorter last block of 256 and group).
 INT4_SHAPES = [(1, 2048, 256, 128), (1, 64, 16, 32), (2, 96, 80, 64), (3, 200, 112, 32), (4, 512, 64, 256),
-               (5, 130, 48, 128), (16, 256, 96, 64), (17, 256, 64, 32), (40, 1000, 208, 256), (130, 520, 272, 128)]
+               (5, 130, 48, 128), (16, 256, 96, 64), (17, 256, 64, 32), (40, 1000, 208, 256), (130, 520, 272, 128),
+               (19, 288, 208, 32), (33, 512, 64, 256), (70, 800, 128, 128), (18, 2048, 320, 64)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -348,13 +361,36 @@ def test_int8_prefill_sends_only_the_four_rows_with_a_nan_to_the_float_path(ext,
     out = call(x)
     ext.set_int8_int16_dots(False)
     try:
-        expected = call(x)
+        expected = call(x[8:12])  # the float path's decode rows, which that group runs
     finally:
         ext.set_int8_int16_dots(int8_activations == "int16")
-    torch.testing.assert_close(out[8:12], expected[8:12], equal_nan=True, rtol=0, atol=0)
     assert out[9].isnan().all() and not out[8].isnan().any()
-    if int8_activations == "int16":  # the other rows as the same call without the NaN's rows gives them
+    if runs_int16_activations(ext, x):  # the rest as the same call without the NaN's rows gives them
+        torch.testing.assert_close(out[8:12], expected, equal_nan=True, rtol=0, atol=0)
         assert torch.equal(torch.cat([out[:8], out[12:]]), call(torch.cat([x[:8], x[12:]])))
+
+
+@INT8_PATHS
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_int4_prefill_sends_only_the_four_rows_with_a_bad_value_to_the_float_path(ext, int4_activations, bad):
+    """int4 prefill rounds x 4 rows at a time: the 4 rows holding an infinity or NaN run the float path
+    (infinities and NaNs where torch puts them), the others keep their rounded activations."""
+    x, q, sz = int4_case(24, 256, 128, 64, torch.float16)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    x[9, 100] = bad
+    call = lambda rows: torch.ops.aten._weight_int4pack_mm_for_cpu(rows, packed, 64, sz)  # noqa: E731
+    out = call(x)
+    ext.set_int4_int8_dots(False)
+    try:
+        expected = call(x[8:12])  # the float path's decode rows, which that group runs
+    finally:
+        ext.set_int4_int8_dots(int4_activations == "int8")
+    assert out[9].isinf().sum() + out[9].isnan().sum() == out.shape[1] and out[8].isfinite().all()
+    rest = torch.cat([x[:8], x[12:]])
+    if runs_int16_prefill(ext, x):  # the rest as the same call without the bad value's rows gives them
+        torch.testing.assert_close(out[8:12], expected, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(torch.cat([out[:8], out[12:]]), call(rest))
+    assert_int4_close(ext, call(rest), rest, q, 64, sz)
 
 
 @pytest.mark.parametrize("env, choices, active, supported, unknown", [

@@ -12,6 +12,7 @@ from conftest import cli_json, run_cli, run_python
 
 kernels = pytest.importorskip("torchplug_cpu.kernels")
 tuning = pytest.importorskip("torchplug_cpu.tuning")
+prefetch = pytest.importorskip("torchplug_cpu.prefetch")
 
 STATE = """
     import json, torch
@@ -44,9 +45,9 @@ def test_without_a_measurement_the_vendor_table_or_the_path_decides(cache):
     distance into L1 on one stream; each environment variable overrides its part on every path; a
     bad value is refused naming the variable."""
     now = state(cache)
-    table = kernels.prefetch_by_cpu(now["vendor"], *kernels.cpu_family_model(kernels.extension()), now["isa"])
+    table = prefetch.prefetch_by_cpu(now["vendor"], *prefetch.cpu_family_model(kernels.extension()), now["isa"])
     kb, level, streams = table[1] if table is not None else (now["own"] >> 10, "l1", 1)
-    assert (now["bytes"], now["level"], now["streams"]) == (kb << 10, kernels.PREFETCH_LEVELS[level], streams)
+    assert (now["bytes"], now["level"], now["streams"]) == (kb << 10, prefetch.PREFETCH_LEVELS[level], streams)
     assert f"{kb} KB ahead into {level.upper()} on {streams} weight stream" in now["status"]
     assert (f"PREFETCH_BY_CPU's {table[0].name} entry" if table is not None else f"the {now['isa']} path's own") \
         in now["status"]
@@ -77,7 +78,7 @@ def test_without_a_measurement_the_vendor_table_or_the_path_decides(cache):
 ])
 def test_the_table_is_keyed_by_cpu_model_and_path(cpu, isa, kind):
     """PREFETCH_BY_CPU tells CPU models of one vendor apart (Zen 3 and Zen 4 share AMD's family 25)."""
-    entry = kernels.prefetch_by_cpu(*cpu, isa)
+    entry = prefetch.prefetch_by_cpu(*cpu, isa)
     assert (entry[0].name if entry else None) == kind
 
 
@@ -106,7 +107,7 @@ def test_tune_measures_records_and_the_next_import_runs_the_record(cache):
     record["prefetch_kb"], record["prefetch_level"], record["streams"] = 5, other_level, other_streams
     (cache / tuning.TUNING_FILE).write_text(json.dumps(records))
     after = state(cache)
-    assert (after["bytes"], after["level"], after["streams"]) == (5 << 10, kernels.PREFETCH_LEVELS[other_level],
+    assert (after["bytes"], after["level"], after["streams"]) == (5 << 10, prefetch.PREFETCH_LEVELS[other_level],
                                                                   other_streams)
     assert "measured by `torchplug tune cpu`" in after["status"]
     assert state(cache, TORCHPLUG_CPU_PREFETCH_KB="3")["bytes"] == 3 << 10  # the environment still wins
@@ -184,7 +185,7 @@ def test_every_prefetch_and_stream_setting_gives_the_same_bits():
                 for kb in (0, 1, 24):
                     for streams in tuning.STREAMS:
                         kernels.apply_prefetch(kb, level, streams)
-                        assert (ext.gemv_prefetch_level(), ext.gemv_streams()) == (kernels.PREFETCH_LEVELS[level],
+                        assert (ext.gemv_prefetch_level(), ext.gemv_streams()) == (prefetch.PREFETCH_LEVELS[level],
                                                                                    streams)
                         for got, want in zip(products(), reference):
                             assert torch.equal(got, want), (path, level, kb, streams)

@@ -23,9 +23,10 @@ from typing import NamedTuple
 
 import torch
 
+from .prefetch import PREFETCH_LEVELS, STREAMS
+
 CANDIDATES_KB = (0, 1, 2, 4, 6, 8, 12, 16, 24)
-LEVELS = ("l1", "l2")  # kernels.PREFETCH_LEVELS' names; at 0 KB the level makes no difference
-STREAMS = (1, 2, 4)  # kernels.STREAMS
+LEVELS = tuple(PREFETCH_LEVELS)  # at 0 KB the level makes no difference
 ROUNDS = 7
 MARGIN = 1.03
 SHAPE = (8192, 2048)  # a decoder's MLP matrix: one weight row is 4 KB, about the distances tried

@@ -54,6 +54,10 @@ bool int4_int8_dots_supported();
 void set_int4_int8_dots(bool on);
 bool int4_int8_dots();
 const IsaKernels::QuantTasks* int4_int8_kernels();
+// int4 prefill with int16 activations (quant_vnni.h): its kernels per dtype where they run now (the
+// avx512 path of an AVX512-VNNI CPU, under the same setting), else null; and whether they do.
+const IsaKernels::QuantTasks* int4_prefill_kernels();
+bool int4_int16_prefill();
 // The same for int8 decode rows with int16 activations (quant_int16_activations.h; the setting:
 // TORCHPLUG_CPU_INT8_ACTIVATIONS).
 bool int8_int16_dots_supported();

@@ -93,22 +93,33 @@ struct QuantProblem {
 inline int64_t prefill_x32(const QuantProblem& p) {
   return (4 * p.k + 4 * (p.nc > 64 ? p.nc : 64) + 15) / 16 * 16;
 }
+// The skinny (decode) kernels' scratch: x in fp32, x's sums per int4 group (groups are 32 columns or
+// more), the fp32 results (int4: of up to 4 rows by a block of 64), one group's 64 scales and zeros;
+// int4: then x rounded to int8 for quant_int8_activations.h, its scales per 32 and its bytes; int8:
+// then x rounded to int16 for quant_int16_activations.h, its scales in the sums' place.
+inline int64_t quant_skinny_scratch(const QuantProblem& p) {
+  auto up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
+  const int64_t skinny = up(p.m * p.k, 16) + up(p.m * (p.k / 32 + 1), 16) + up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64;
+  return p.block == 0 ? skinny + up(p.m * p.k / 2 + 1, 16) : skinny + up(p.m * (p.k / 32 + 1), 16) + up(p.m * p.k / 4 + 1, 16);
+}
 // Floats of scratch one thread needs for a QuantProblem's tasks.
 inline int64_t quant_scratch(const GemmBlocking& g, const QuantProblem& p, bool gemm) {
   const int64_t kc = p.k < g.kc ? p.k : g.kc;
   auto up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
-  // skinny: x in fp32, x's sums per int4 group (groups are 32 columns or more), the fp32 results
-  // (int4: of up to 4 rows by a block of 64), one group's 64 scales and zeros
-  // (int4: then x rounded to int8 for quant_int8_activations.h, its scales per 32 and its bytes)
-  if (!gemm) {
-    const int64_t skinny = up(p.m * p.k, 16) + up(p.m * (p.k / 32 + 1), 16) + up((p.m > 4 ? p.m : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64;
-    // (int8: then x rounded to int16 for quant_int16_activations.h, its scales in the sums' place)
-    // (int8 prefill, p.mc rows rounded at a time: x in fp32 for 4 rows, room for the float path's sums)
-    if (p.block == 0 && p.mc)
-      return prefill_x32(p) + up(p.mc * (p.k / 32 + 1), 16) + up((p.mc > 4 ? p.mc : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64 +
+  if (!gemm && p.mc) {  // prefill with rounded activations, p.mc rows at a time
+    QuantProblem rows = p;
+    rows.m = p.mc;
+    const int64_t groups = p.block ? (p.k + p.group - 1) / p.group : 0, blocks = p.k / 32 + 1;
+    // int8 (quant_int16_activations.h): x in fp32 for 4 rows (and the float path's sums), d, the
+    // sums, xq; int4 (quant_vnni.h): the float path's own, x in fp32 for 4 rows, d, the sums per
+    // group, one block's scales and zeros per group, the block unpacked (k / 2 x 64), xq
+    if (p.block == 0)
+      return prefill_x32(p) + up(p.mc * blocks, 16) + up((p.mc > 4 ? p.mc : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64 +
              up(p.mc * p.k / 2 + 1, 16);
-    return p.block == 0 ? skinny + up(p.m * p.k / 2 + 1, 16) : skinny + up(p.m * (p.k / 32 + 1), 16) + up(p.m * p.k / 4 + 1, 16);
+    return quant_skinny_scratch(rows) + up(4 * p.k, 16) + up(p.mc * blocks, 16) + up(p.mc * groups, 16) +
+           2 * groups * 64 + p.k / 2 * 64 + up(p.mc * p.k / 2 + 1, 16);
   }
+  if (!gemm) return quant_skinny_scratch(p);
   // GEMM: packed A, one packed B panel, the block's fp32 sums, one panel's scales and zeros
   return up(up(p.mc, g.mr) * kc, 16) + up(kc * g.nr, 16) + up(p.mc, g.mr) * up(p.nc, g.nr) + 2 * g.nr;
 }
@@ -177,6 +188,8 @@ const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots();
 const IsaKernels::QuantTasks* avx2_int4_gemv_int8_dots();
 // The same for int8 decode rows with int16 activations (quant_int16_activations.h).
 const IsaKernels::QuantTasks* avx512vnni_int8_gemv_int16_dots();
+// int4 prefill with int16 activations (quant_vnni.h), for the avx512 path of AVX512-VNNI CPUs.
+const IsaKernels::QuantTasks* avx512vnni_int4_prefill_int16();
 const IsaKernels::QuantTasks* avx2_int8_gemv_int16_dots();
 
 }  // namespace torchplug_cpu

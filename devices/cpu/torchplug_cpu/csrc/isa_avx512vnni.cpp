@@ -1,4 +1,4 @@
-// int4 decode rows with int8 activations and int8 decode rows with int16 activations on
+// int4 decode rows with int8 activations, int8 products and int4 prefill with int16 activations on
 // AVX512-VNNI (quant_int8_activations.h, quant_int16_activations.h, quant_vnni.h): AVX-512F plus BW
 // (byte and word vectors), VBMI (vpermt2b) and VNNI (vpdpbusd, vpdpwssd). Only this file is compiled
 // for those; quant_ops.cpp calls it only on CPUs that have them (isa_select.cpp) while the avx512
@@ -26,4 +26,6 @@ const IsaKernels::QuantTasks* avx512vnni_int4_gemv_int8_dots() {
 const IsaKernels::QuantTasks* avx512vnni_int8_gemv_int16_dots() {
   return TP_ISA::int16_activation_kernels<TP_ISA::Int8Vnni<TP_ISA::Avx512>>();
 }
+
+const IsaKernels::QuantTasks* avx512vnni_int4_prefill_int16() { return TP_ISA::int4_prefill_kernels<TP_ISA::Avx512>(); }
 }  // namespace torchplug_cpu

@@ -143,6 +143,12 @@ void set_int4_int8_dots(bool on) { g_int4_int8.on.store(on, std::memory_order_re
 const IsaKernels::QuantTasks* int4_int8_kernels() { return g_int4_int8.kernels(); }
 bool int4_int8_dots() { return int4_int8_kernels() != nullptr; }
 
+const IsaKernels::QuantTasks* int4_prefill_kernels() {
+  const bool vnni = &active_kernels() == &avx512_kernels() && features().avx512_vnni_vbmi;
+  return vnni && g_int4_int8.on.load(std::memory_order_relaxed) ? avx512vnni_int4_prefill_int16() : nullptr;
+}
+bool int4_int16_prefill() { return int4_prefill_kernels() != nullptr; }
+
 bool int8_int16_dots_supported() { return g_int8_int16.of_active_path() != nullptr; }
 void set_int8_int16_dots(bool on) { g_int8_int16.on.store(on, std::memory_order_relaxed); }
 const IsaKernels::QuantTasks* int8_int16_kernels() { return g_int8_int16.kernels(); }

@@ -22,6 +22,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_int4_int8_dots", &tc::set_int4_int8_dots, "allow (True) or forbid int4 decode rows with int8 activations",
         py::arg("on"));
   m.def("int4_int8_dots", &tc::int4_int8_dots, "whether int4 decode rows run with int8 activations now");
+  m.def("int4_int16_prefill", &tc::int4_int16_prefill,
+        "whether int4 prefill (more than 16 rows) runs with int16 activations now");
   m.def("int8_int16_dots_supported", &tc::int8_int16_dots_supported,
         "whether the active ISA path can run int8 decode rows with int16 activations on this CPU "
         "(avx512 with AVX512-VNNI and VBMI, or avx2)");

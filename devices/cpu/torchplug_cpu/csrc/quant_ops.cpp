@@ -31,8 +31,8 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 constexpr int64_t kSkinnyRows = 16;
 // Columns of x (int8's GEMM) or of the weights (int4's) per GEMM task.
 constexpr int64_t kGemmColumns = 256;
-// int8 prefill with int16 activations: rows rounded at a time (at most 64), and the weight bytes of
-// a chunk of columns, read once per 4 rows from L2.
+// Prefill with int16 activations: rows rounded at a time (at most 64: the scratch's 4-row groups
+// fit a 64-bit mask), and int8's weight bytes per chunk of columns, read once per 4 rows from L2.
 constexpr int64_t kPrefillRows = 64, kPrefillChunkBytes = 256 << 10;
 
 std::atomic<uint64_t> g_calls{0};
@@ -139,6 +139,15 @@ Tensor weight_int4pack_mm(const Tensor& x, const Tensor& w, int64_t group, const
   int4_layout(p);
   const int d = *kernel_dtype(x.scalar_type());
   const bool skinny = p.m <= kSkinnyRows;
+  // prefill with fp16 / bf16 activations rounded to int16 (quant_vnni.h) on the avx512 path of
+  // AVX512-VNNI CPUs, in torch's AVX-512 layout: blocks of 64 columns, kPrefillRows rows rounded at a time
+  const IsaKernels::QuantTasks* prefill = !skinny && k % 32 == 0 && p.split && p.block == 64 ? int4_prefill_kernels() : nullptr;
+  if (prefill && prefill[d]) {
+    p.nc = p.block;
+    p.mc = std::min(p.m, kPrefillRows);
+    run(p, false, prefill[d]);
+    return out;
+  }
   if (skinny) p.nc = skinny_columns(p.m, n, p.block, false);
   // fp16 / bf16 activations rounded to int8 and integer dot products (quant_int8_activations.h)
   // where the active path has them, for whole blocks of 32 along k (those kernels run the float

@@ -110,3 +110,149 @@ struct VnniInt16Dots {
 };
 
 template <class I> using Int8Vnni = Int16Activations<I, VnniInt16Dots<I>>;
+
+// int4 prefill (more than 16 rows) with int16 activations on AVX512-VNNI, in torch's AVX-512
+// layout: x rounded as for int8 weights (quant_int16_activations.h: int16 per block of 256 along
+// k), each block of 64 columns unpacked once per 64 rows into int16 pairs along k (the nibbles of
+// rows k and k + 1 of a column in one 32-bit lane), and 4 rows at a time multiplied into int32
+// sums by vpdpwssd (32 products an instruction, where the fp32 GEMM's FMA does 16). A group lies
+// in one block of 256 (groups are 32 to 256), so per group: scale * d * sum(xq q) + (zero - 8 scale)
+// * sum(x_hat), in fp32. 4 rows holding an infinity or NaN, and a narrower last block, run the
+// float path (quant_kernel.h, int4_gemv).
+template <class I>
+struct VnniInt4Prefill : Quant<I> {
+  using Q = Quant<I>;
+  using V = typename I::V;
+  using Rounding = Int16Activations<I, VnniInt16Dots<I>>;
+  static constexpr int64_t kBlock = 64;  // columns of a block of torch's AVX-512 layout
+
+  // The block's k rows (32 bytes: column c's nibble low in byte c, column 32 + c's high) as pairs:
+  // packed[(kk / 2) * 64 + c] = q(kk, c) | q(kk + 1, c) << 16.
+  static void unpack(const uint8_t* blk, int64_t k, uint32_t* packed) {
+    const __m512i low4 = _mm512_set1_epi8(15);
+    for (int64_t kk = 0; kk < k; kk += 2) {
+      const __m512i rows = _mm512_loadu_si512(blk + kk * 32);  // rows kk and kk + 1
+      const __m512i half[2] = {_mm512_and_si512(rows, low4), _mm512_and_si512(_mm512_srli_epi16(rows, 4), low4)};
+      uint32_t* out = packed + kk / 2 * kBlock;
+      for (int v = 0; v < 4; ++v) {  // columns 16v..16v+15: bytes 16 (v % 2) of half v / 2, row kk then kk + 1
+        const __m512i& h = half[v / 2];
+        const __m512i a = _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(h, 0 + v % 2));
+        const __m512i b = _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(h, 2 + v % 2));
+        _mm512_storeu_si512(out + 16 * v, _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
+      }
+    }
+  }
+
+  // Rows [0, Rn) (xq k apart, d per 256, xs per group) against the unpacked block: out[r * 64 + c].
+  template <int Rn>
+  static void tile(const QuantProblem& p, const uint32_t* packed, const int16_t* xq, const float* d, const float* xs,
+                   int64_t groups, const float* scale, const float* zero, float* out) {
+    const int64_t nb = Rounding::blocks(p);
+    V tot[Rn][4];
+    for (int r = 0; r < Rn; ++r)
+      for (int v = 0; v < 4; ++v) tot[r][v] = I::zero();
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t k0 = g * p.group, k1 = std::min(p.k, k0 + p.group);
+      __m512i acc[Rn][4];
+      for (int r = 0; r < Rn; ++r)
+        for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
+      for (int64_t kk = k0; kk < k1; kk += 2) {
+        const uint32_t* b = packed + kk / 2 * kBlock;
+        const __m512i q[4] = {_mm512_loadu_si512(b), _mm512_loadu_si512(b + 16), _mm512_loadu_si512(b + 32),
+                              _mm512_loadu_si512(b + 48)};
+        for (int r = 0; r < Rn; ++r) {
+          int32_t x2;
+          std::memcpy(&x2, xq + r * p.k + kk, 4);
+          const __m512i xb = _mm512_set1_epi32(x2);
+          for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], q[v], xb);
+        }
+      }
+      for (int r = 0; r < Rn; ++r) {
+        const V dr = I::set1(d[r * nb + k0 / Rounding::kBlock]), sum_x = I::set1(xs[r * groups + g]);
+        for (int v = 0; v < 4; ++v)
+          tot[r][v] = I::fma(I::mul(I::load(scale + g * kBlock + 16 * v), dr), _mm512_cvtepi32_ps(acc[r][v]),
+                             I::fma(I::load(zero + g * kBlock + 16 * v), sum_x, tot[r][v]));
+      }
+    }
+    for (int r = 0; r < Rn; ++r)
+      for (int v = 0; v < 4; ++v) I::store(out + r * kBlock + 16 * v, tot[r][v]);
+  }
+
+  // Tasks [begin, end) are blocks of 64 columns (p.nc = 64); p.mc rows are rounded at a time. Scratch:
+  // quant_scratch() (isa.h, int4_prefill_scratch).
+  template <class T> static void run(const QuantProblem& p, int64_t begin, int64_t end, float* scratch) {
+    const int64_t groups = (p.k + p.group - 1) / p.group, nb = Rounding::blocks(p);
+    QuantProblem rows_of_float = p;
+    rows_of_float.m = p.mc;
+    float* a32 = scratch + quant_skinny_scratch(rows_of_float);  // the float path's scratch comes first
+    float* d = a32 + Q::up(4 * p.k, 16);
+    float* xs = d + Q::up(p.mc * nb, 16);
+    float* scale = xs + Q::up(p.mc * groups, 16);
+    float* zero = scale + groups * kBlock;
+    uint32_t* packed = reinterpret_cast<uint32_t*>(zero + groups * kBlock);
+    int16_t* xq = reinterpret_cast<int16_t*>(packed + p.k / 2 * kBlock);
+    for (int64_t r0 = 0; r0 < p.m; r0 += p.mc) {
+      const int64_t rows = std::min(p.mc, p.m - r0);
+      uint64_t unrounded = 0;  // bit i: rows [4i, 4i + 4) of the block hold an infinity or NaN
+      auto four = [&](int64_t i) {
+        QuantProblem f = p;
+        f.m = std::min<int64_t>(4, rows - 4 * i);
+        f.x = static_cast<const T*>(p.x) + (r0 + 4 * i) * p.x_rs;
+        f.out = static_cast<T*>(p.out) + (r0 + 4 * i) * p.out_rs;
+        return f;
+      };
+      for (int64_t i = 0; i * 4 < rows; ++i) {
+        const QuantProblem f = four(i);
+        int16_t* q = xq + 4 * i * p.k;
+        float* di = d + 4 * i * nb;
+        if (!Rounding::template round_rows<T>(f, a32, q, di)) {
+          unrounded |= uint64_t{1} << i;
+          continue;
+        }
+        for (int64_t r = 0; r < f.m; ++r)
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t k0 = g * p.group, k1 = std::min(p.k, k0 + p.group);
+            int64_t sum = 0;
+            for (int64_t kk = k0; kk < k1; ++kk) sum += q[r * p.k + kk];
+            xs[(4 * i + r) * groups + g] = di[r * nb + k0 / Rounding::kBlock] * static_cast<float>(sum);
+          }
+      }
+      for (int64_t c = begin; c < end; ++c) {
+        int64_t c0, bw;
+        const uint8_t* blk = Q::block_of(p, c * kBlock, &c0, &bw);
+        const bool narrow = bw < kBlock;
+        if (!narrow) {
+          unpack(blk, p.k, packed);
+          for (int64_t g = 0; g < groups; ++g) Q::template group_scales_vec<T>(p, g, c0, kBlock, scale + g * kBlock, zero + g * kBlock);
+        }
+        alignas(64) float tot[4 * kBlock];
+        for (int64_t i = 0; i * 4 < rows; ++i) {
+          const QuantProblem f = four(i);
+          if (narrow || (unrounded >> i & 1)) {
+            Q::template int4_gemv<T>(f, c, c + 1, scratch);
+            continue;
+          }
+          const int16_t* q = xq + 4 * i * p.k;
+          const float* di = d + 4 * i * nb;
+          const float* xi = xs + 4 * i * groups;
+          switch (f.m) {
+            case 4: tile<4>(p, packed, q, di, xi, groups, scale, zero, tot); break;
+            case 3: tile<3>(p, packed, q, di, xi, groups, scale, zero, tot); break;
+            case 2: tile<2>(p, packed, q, di, xi, groups, scale, zero, tot); break;
+            default: tile<1>(p, packed, q, di, xi, groups, scale, zero, tot); break;
+          }
+          for (int64_t r = 0; r < f.m; ++r)
+            Q::template write_row<T>(tot + r * kBlock, nullptr, kBlock, static_cast<T*>(f.out) + r * p.out_rs + c0);
+        }
+      }
+    }
+  }
+};
+
+// The int4 prefill kernels per dtype (isa.h): null for fp32 activations.
+template <class I>
+const IsaKernels::QuantTasks* int4_prefill_kernels() {
+  static constexpr IsaKernels::QuantTasks kKernels[kNumDtypes] = {
+      nullptr, &VnniInt4Prefill<I>::template run<bf16_t>, &VnniInt4Prefill<I>::template run<fp16_t>};
+  return kKernels;
+}
