@@ -134,6 +134,18 @@ struct Int16Activations : Quant<I> {
     return quantize_rows(p, a32, xq, d);
   }
 
+  // Prefill: rows [r0, r0 + rows) (at most 64) rounded 4 at a time, group g's xq and d at 4g rows in
+  // (k and blocks(p) apart). Bit g of the result: rows 4g..4g + 3 hold an infinity or NaN (not rounded).
+  template <class T>
+  static uint64_t round_fours(const QuantProblem& p, int64_t r0, int64_t rows, float* a32, int16_t* xq, float* d) {
+    uint64_t unrounded = 0;
+    for (int64_t g = 0; g * 4 < rows; ++g)
+      if (!round_rows<T>(Q::template rows_of<T>(p, r0 + 4 * g, std::min<int64_t>(4, rows - 4 * g)), a32,
+                         xq + 4 * g * p.k, d + 4 * g * blocks(p)))
+        unrounded |= uint64_t{1} << g;
+    return unrounded;
+  }
+
   // Columns [0, nc) of the chunk at w against Rn rows (prefill: the chunk in L2), three at a time
   // where the registers hold them (else two): each weight load serves Rn rows, each activation load
   // S columns. 3 x 4 against 2 x 4: 1.05x on one Zen 4 thread.
@@ -163,21 +175,12 @@ struct Int16Activations : Quant<I> {
     const int64_t nb = blocks(p);
     for (int64_t r0 = 0; r0 < p.m; r0 += p.mc) {
       const int64_t rows = std::min(p.mc, p.m - r0);
-      uint64_t unrounded = 0;  // bit g: rows [4g, 4g + 4) of the block hold an infinity or NaN
-      for (int64_t g = 0; g * 4 < rows; ++g) {
-        QuantProblem four = p;
-        four.m = std::min<int64_t>(4, rows - 4 * g);
-        four.x = static_cast<const T*>(p.x) + (r0 + 4 * g) * p.x_rs;
-        if (!round_rows<T>(four, s.a32, s.xq + 4 * g * p.k, s.d + 4 * g * nb)) unrounded |= uint64_t{1} << g;
-      }
+      const uint64_t unrounded = round_fours<T>(p, r0, rows, s.a32, s.xq, s.d);
       for (int64_t c = begin; c < end; ++c) {
         const int64_t n0 = c * p.nc, nc = std::min(p.nc, p.n - n0);
         const int8_t* w = static_cast<const int8_t*>(p.w) + n0 * p.k;
         for (int64_t g = 0; g * 4 < rows; ++g) {
-          QuantProblem four = p;
-          four.m = std::min<int64_t>(4, rows - 4 * g);
-          four.x = static_cast<const T*>(p.x) + (r0 + 4 * g) * p.x_rs;
-          four.out = static_cast<T*>(p.out) + (r0 + 4 * g) * p.out_rs;
+          const QuantProblem four = Q::template rows_of<T>(p, r0 + 4 * g, std::min<int64_t>(4, rows - 4 * g));
           if (unrounded >> g & 1) {
             Q::template int8_gemv<T>(four, c, c + 1, s.a32);  // its scratch fits x's place (prefill_x32)
             continue;

@@ -48,6 +48,15 @@ struct Quant {
     }
   }
 
+  // Rows [r0, r0 + count) of p (x and out), as a problem of their own.
+  template <class T> static QuantProblem rows_of(const QuantProblem& p, int64_t r0, int64_t count) {
+    QuantProblem rows = p;
+    rows.m = count;
+    rows.x = static_cast<const T*>(p.x) + r0 * p.x_rs;
+    rows.out = static_cast<T*>(p.out) + r0 * p.out_rs;
+    return rows;
+  }
+
   // ---- int8 ---------------------------------------------------------------------------------------
 
   // Column chunks [begin, end) of nc columns for all m rows (at most gemm.cpp's skinny 16): x's rows

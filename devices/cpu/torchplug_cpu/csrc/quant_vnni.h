@@ -193,29 +193,16 @@ struct VnniInt4Prefill : Quant<I> {
     int16_t* xq = reinterpret_cast<int16_t*>(packed + p.k / 2 * kBlock);
     for (int64_t r0 = 0; r0 < p.m; r0 += p.mc) {
       const int64_t rows = std::min(p.mc, p.m - r0);
-      uint64_t unrounded = 0;  // bit i: rows [4i, 4i + 4) of the block hold an infinity or NaN
-      auto four = [&](int64_t i) {
-        QuantProblem f = p;
-        f.m = std::min<int64_t>(4, rows - 4 * i);
-        f.x = static_cast<const T*>(p.x) + (r0 + 4 * i) * p.x_rs;
-        f.out = static_cast<T*>(p.out) + (r0 + 4 * i) * p.out_rs;
-        return f;
-      };
-      for (int64_t i = 0; i * 4 < rows; ++i) {
-        const QuantProblem f = four(i);
-        int16_t* q = xq + 4 * i * p.k;
-        float* di = d + 4 * i * nb;
-        if (!Rounding::template round_rows<T>(f, a32, q, di)) {
-          unrounded |= uint64_t{1} << i;
-          continue;
+      const uint64_t unrounded = Rounding::template round_fours<T>(p, r0, rows, a32, xq, d);
+      auto four = [&](int64_t i) { return Q::template rows_of<T>(p, r0 + 4 * i, std::min<int64_t>(4, rows - 4 * i)); };
+      for (int64_t r = 0; r < rows; ++r) {  // the rounded rows' sums of x_hat per group
+        if (unrounded >> (r / 4) & 1) continue;
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t k0 = g * p.group, k1 = std::min(p.k, k0 + p.group);
+          int64_t sum = 0;
+          for (int64_t kk = k0; kk < k1; ++kk) sum += xq[r * p.k + kk];
+          xs[r * groups + g] = d[r * nb + k0 / Rounding::kBlock] * static_cast<float>(sum);
         }
-        for (int64_t r = 0; r < f.m; ++r)
-          for (int64_t g = 0; g < groups; ++g) {
-            const int64_t k0 = g * p.group, k1 = std::min(p.k, k0 + p.group);
-            int64_t sum = 0;
-            for (int64_t kk = k0; kk < k1; ++kk) sum += q[r * p.k + kk];
-            xs[(4 * i + r) * groups + g] = di[r * nb + k0 / Rounding::kBlock] * static_cast<float>(sum);
-          }
       }
       for (int64_t c = begin; c < end; ++c) {
         int64_t c0, bw;
