@@ -339,6 +339,24 @@ def test_int8_rows_with_infinities_keep_float_activations(ext, int8_activations,
     assert_the_float_path_ran(ext, lambda: torch.ops.aten._weight_int8pack_mm(x, w, scales), ext.set_int8_int16_dots)
 
 
+def assert_rows_8_to_11_alone_run_the_float_path(call, x, allow_rounding, setting, rounds):
+    """Prefill of x (24 rows, row 9 holding an infinity or NaN) rounds 4 rows at a time. With `rounds`
+    (the rounded prefill runs), rows 8 to 11 come out bit for bit (NaN for NaN) as the float path's
+    decode rows give them (rounding forbidden by allow_rounding(False), then set back to `setting`),
+    and the others as the same call without rows 8 to 11. Returns call(x) and those other rows of x."""
+    out = call(x)
+    allow_rounding(False)
+    try:
+        expected = call(x[8:12])  # the float path's decode rows, which that group runs
+    finally:
+        allow_rounding(setting)
+    rest = torch.cat([x[:8], x[12:]])
+    if rounds:
+        torch.testing.assert_close(out[8:12], expected, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(torch.cat([out[:8], out[12:]]), call(rest))
+    return out, rest
+
+
 @INT8_PATHS
 def test_int8_prefill_rows_are_decode_rows_bit_for_bit(ext, int8_activations):
     """Prefill (over 16 rows) takes rows 4 at a time and columns a few at a time; each column's sums
@@ -357,17 +375,10 @@ def test_int8_prefill_sends_only_the_four_rows_with_a_nan_to_the_float_path(ext,
     puts them), the others keep their rounded activations."""
     x, w, scales = int8_case(24, 256, 64, torch.float16)
     x[9, 100] = float("nan")
-    call = lambda rows: torch.ops.aten._weight_int8pack_mm(rows, w, scales)  # noqa: E731
-    out = call(x)
-    ext.set_int8_int16_dots(False)
-    try:
-        expected = call(x[8:12])  # the float path's decode rows, which that group runs
-    finally:
-        ext.set_int8_int16_dots(int8_activations == "int16")
+    out, _ = assert_rows_8_to_11_alone_run_the_float_path(
+        lambda rows: torch.ops.aten._weight_int8pack_mm(rows, w, scales), x, ext.set_int8_int16_dots,
+        int8_activations == "int16", runs_int16_activations(ext, x))
     assert out[9].isnan().all() and not out[8].isnan().any()
-    if runs_int16_activations(ext, x):  # the rest as the same call without the NaN's rows gives them
-        torch.testing.assert_close(out[8:12], expected, equal_nan=True, rtol=0, atol=0)
-        assert torch.equal(torch.cat([out[:8], out[12:]]), call(torch.cat([x[:8], x[12:]])))
 
 
 @INT8_PATHS
@@ -379,17 +390,9 @@ def test_int4_prefill_sends_only_the_four_rows_with_a_bad_value_to_the_float_pat
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
     x[9, 100] = bad
     call = lambda rows: torch.ops.aten._weight_int4pack_mm_for_cpu(rows, packed, 64, sz)  # noqa: E731
-    out = call(x)
-    ext.set_int4_int8_dots(False)
-    try:
-        expected = call(x[8:12])  # the float path's decode rows, which that group runs
-    finally:
-        ext.set_int4_int8_dots(int4_activations == "int8")
+    out, rest = assert_rows_8_to_11_alone_run_the_float_path(call, x, ext.set_int4_int8_dots,
+                                                             int4_activations == "int8", runs_int16_prefill(ext, x))
     assert out[9].isinf().sum() + out[9].isnan().sum() == out.shape[1] and out[8].isfinite().all()
-    rest = torch.cat([x[:8], x[12:]])
-    if runs_int16_prefill(ext, x):  # the rest as the same call without the bad value's rows gives them
-        torch.testing.assert_close(out[8:12], expected, equal_nan=True, rtol=0, atol=0)
-        assert torch.equal(torch.cat([out[:8], out[12:]]), call(rest))
     assert_int4_close(ext, call(rest), rest, q, 64, sz)
 
 

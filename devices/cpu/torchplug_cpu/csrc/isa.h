@@ -110,12 +110,11 @@ inline int64_t quant_scratch(const GemmBlocking& g, const QuantProblem& p, bool 
     QuantProblem rows = p;
     rows.m = p.mc;
     const int64_t groups = p.block ? (p.k + p.group - 1) / p.group : 0, blocks = p.k / 32 + 1;
-    // int8 (quant_int16_activations.h): x in fp32 for 4 rows (and the float path's sums), d, the
-    // sums, xq; int4 (quant_vnni.h): the float path's own, x in fp32 for 4 rows, d, the sums per
-    // group, one block's scales and zeros per group, the block unpacked (k / 2 x 64), xq
-    if (p.block == 0)
-      return prefill_x32(p) + up(p.mc * blocks, 16) + up((p.mc > 4 ? p.mc : 4) * (p.nc > 64 ? p.nc : 64), 16) + 2 * 64 +
-             up(p.mc * p.k / 2 + 1, 16);
+    // int8 (quant_int16_activations.h): the skinny layout for mc rows, but x in fp32 for 4 rows
+    // (and the float path's sums); int4 (quant_vnni.h): the float path's own, x in fp32 for 4
+    // rows, d, the sums per group, one block's scales and zeros per group, the block unpacked
+    // (k / 2 x 64), xq
+    if (p.block == 0) return quant_skinny_scratch(rows) - up(p.mc * p.k, 16) + prefill_x32(p);  // x for 4 rows only
     return quant_skinny_scratch(rows) + up(4 * p.k, 16) + up(p.mc * blocks, 16) + up(p.mc * groups, 16) +
            2 * groups * 64 + p.k / 2 * 64 + up(p.mc * p.k / 2 + 1, 16);
   }

@@ -101,24 +101,20 @@ Tensor weight_int8pack_mm(const Tensor& x, const Tensor& w, const Tensor& scales
   QuantProblem p = problem(x, w, s, out, n);
   const int d = *kernel_dtype(x.scalar_type());
   const bool skinny = p.m <= kSkinnyRows;
+  if (skinny) p.nc = skinny_columns(p.m, n, 16, true);
   // fp16 / bf16 activations rounded to int16 and integer dot products (quant_int16_activations.h)
   // where the active path has them, for k a multiple of 32: decode rows streaming the weights, and
   // prefill in chunks of columns that stay in L2, kPrefillRows rows rounded at a time
   const IsaKernels::QuantTasks* int16_dots = p.k % 32 == 0 ? int8_int16_kernels() : nullptr;
-  if (int16_dots && int16_dots[d]) {
-    if (skinny) {
-      p.nc = skinny_columns(p.m, n, 16, true);
-    } else {
-      p.nc = std::min(round_up(ceil_div(n, at::get_num_threads()), 16), std::max<int64_t>(16, kPrefillChunkBytes / p.k / 16 * 16));
-      p.mc = std::min(p.m, kPrefillRows);
-    }
-    run(p, false, int16_dots[d]);
-  } else if (skinny) {
-    p.nc = skinny_columns(p.m, n, 16, true);
-    run(p, false, active_kernels().int8_gemv[d]);
-  } else {
-    run(p, true, active_kernels().int8_gemm[d]);
+  const bool rounded = int16_dots && int16_dots[d];
+  if (rounded && !skinny) {
+    p.nc = std::min(round_up(ceil_div(n, at::get_num_threads()), 16), std::max<int64_t>(16, kPrefillChunkBytes / p.k / 16 * 16));
+    p.mc = std::min(p.m, kPrefillRows);
   }
+  const IsaKernels::QuantTasks kernel = rounded ? int16_dots[d]
+                                       : skinny ? active_kernels().int8_gemv[d]
+                                                : active_kernels().int8_gemm[d];
+  run(p, !skinny && !rounded, kernel);
   return out;
 }
 

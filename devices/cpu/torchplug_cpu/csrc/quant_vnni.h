@@ -194,7 +194,6 @@ struct VnniInt4Prefill : Quant<I> {
     for (int64_t r0 = 0; r0 < p.m; r0 += p.mc) {
       const int64_t rows = std::min(p.mc, p.m - r0);
       const uint64_t unrounded = Rounding::template round_fours<T>(p, r0, rows, a32, xq, d);
-      auto four = [&](int64_t i) { return Q::template rows_of<T>(p, r0 + 4 * i, std::min<int64_t>(4, rows - 4 * i)); };
       for (int64_t r = 0; r < rows; ++r) {  // the rounded rows' sums of x_hat per group
         if (unrounded >> (r / 4) & 1) continue;
         for (int64_t g = 0; g < groups; ++g) {
@@ -214,7 +213,7 @@ struct VnniInt4Prefill : Quant<I> {
         }
         alignas(64) float tot[4 * kBlock];
         for (int64_t i = 0; i * 4 < rows; ++i) {
-          const QuantProblem f = four(i);
+          const QuantProblem f = Q::template rows_of<T>(p, r0 + 4 * i, std::min<int64_t>(4, rows - 4 * i));
           if (narrow || (unrounded >> i & 1)) {
             Q::template int4_gemv<T>(f, c, c + 1, scratch);
             continue;
