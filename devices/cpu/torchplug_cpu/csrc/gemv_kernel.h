@@ -39,6 +39,7 @@ struct Gemv {
     if (to_l2) __builtin_prefetch(p, 0, 2);
     else __builtin_prefetch(p, 0, 3);
   }
+  template <bool ToL2> static void prefetch(const void* p) { __builtin_prefetch(p, 0, ToL2 ? 2 : 3); }
 
   // FMA chains per row: U partial sums per stream (R * U * S chains hide the FMA latency).
   template <int R, class Bt>
@@ -67,12 +68,11 @@ struct Gemv {
   }
 
   // Visits items [0, n) (columns, or blocks of columns) S at a time, visit(Streams<S>{}, at) with
-  // at[0..S) item i of each of S equal parts, S the largest of 4 and 2 within gemv_streams() and
-  // MaxS (what the caller's registers hold); the rest one at a time.
+  // at[0..S) item i of each of S equal parts, S the largest of 4 and 2 within `streams` and MaxS
+  // (what the caller's registers hold); the rest one at a time.
   template <int S> using Streams = std::integral_constant<int, S>;
   template <int MaxS, class Visit>
-  static void in_streams(int64_t n, Visit&& visit) {
-    const int streams = gemv_streams();
+  static void in_streams(int64_t n, Visit&& visit, int streams = gemv_streams()) {
     int64_t done = 0;
     auto spread = [&](auto width) {
       constexpr int S = decltype(width)::value;

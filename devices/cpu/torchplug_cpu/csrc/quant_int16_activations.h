@@ -74,9 +74,16 @@ struct Int16Activations : Quant<I> {
   template <int Rn, int S>
   static void columns(const QuantProblem& p, const int8_t* const* col, const int16_t* xq, const float* d,
                       float* sums, int64_t ld, const int64_t* at) {
+    if (Gemv<I>::prefetch_to_l2()) columns_to<Rn, S, true>(p, col, xq, d, sums, ld, at);
+    else columns_to<Rn, S, false>(p, col, xq, d, sums, ld, at);
+  }
+
+  // columns, prefetching into L2 or L1 (a level fixed at compile time: quant_vnni.h, dpbusd).
+  template <int Rn, int S, bool ToL2>
+  static void columns_to(const QuantProblem& p, const int8_t* const* col, const int16_t* xq, const float* d,
+                         float* sums, int64_t ld, const int64_t* at) {
     constexpr int U = kUnroll<Rn, S>;
     const int64_t nb = blocks(p), ahead = Gemv<I>::prefetch_bytes();
-    const bool to_l2 = Gemv<I>::prefetch_to_l2();
     V total[S][Rn];
     for (int s = 0; s < S; ++s)
       for (int r = 0; r < Rn; ++r) total[s][r] = I::zero();
@@ -88,7 +95,7 @@ struct Int16Activations : Quant<I> {
           for (int u = 0; u < U; ++u) acc[s][r][u] = Dots::zero();
       auto step = [&](int64_t kk, int u) {
         for (int s = 0; s < S; ++s) {
-          if (kk % 64 == 0) Gemv<I>::prefetch(col[s] + kk + ahead, to_l2);
+          if (kk % 64 == 0) Gemv<I>::template prefetch<ToL2>(col[s] + kk + ahead);
           const auto wv = Dots::widen(col[s] + kk);
           for (int r = 0; r < Rn; ++r) acc[s][r][u] = Dots::dot(acc[s][r][u], wv, xq + r * p.k + kk);
         }

@@ -94,7 +94,9 @@ struct Int8Activations : Quant<I> {
   }
 
   // m rows (m <= Dots::kRows) against full blocks [b0, b1) of BW columns, as many at once as the rows
-  // leave room for and gemv_streams() asks.
+  // leave room for and half what gemv_streams() asks: a block's step reads two lines where a fp16 or
+  // int8 column's reads one, so 2 blocks keep as many lines in flight as 4 columns. On a Zen 4 VM,
+  // 2 blocks against 4: from memory 1.10-1.15x, the 499M decoder 1.04-1.10x (docs/cpu-fp16.md).
   template <int BW, class T>
   static void row_blocks(const QuantProblem& p, int64_t b0, int64_t b1, const int8_t* xq, const float* d,
                          const float* xs, int64_t groups, float* tot) {
@@ -105,9 +107,7 @@ struct Int8Activations : Quant<I> {
       for (int s = 0; s < S; ++s) blk[s] = Q::block_of(p, (b0 + at[s]) * BW, &c0[s], &bw);
       full_blocks<BW, S, T>(p, blk, c0, xq, d, xs, groups, tot);
     };
-    const int64_t room = Dots::kRows / p.m;
-    if (room >= 4) Gemv<I>::template in_streams<Dots::kRows >= 4 ? 4 : Dots::kRows>(b1 - b0, visit);
-    else if (room >= 2) Gemv<I>::template in_streams<2>(b1 - b0, visit);
+    if (Dots::kRows / p.m >= 2) Gemv<I>::template in_streams<2>(b1 - b0, visit, gemv_streams() / 2);
     else Gemv<I>::template in_streams<1>(b1 - b0, visit);
   }
 

@@ -14,6 +14,19 @@
 // quant_int8_activations.h.
 #pragma once
 
+// _mm512_dpbusd_epi32 and _mm512_dpwssd_epi32 as one instruction on acc's register. On arrays of
+// accumulators GCC 12 compiles the intrinsics to a copy of each accumulator to a spare register and
+// back per instruction, some through the stack; these loops then have none. (So does a prefetch
+// level fixed at compile time: a run-time test in a loop splits its body, with the same copies.)
+inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
 template <class I>
 struct VnniDots {
   using V = typename I::V;
@@ -38,10 +51,20 @@ struct VnniDots {
   static void group_dots(const QuantProblem& p, const uint8_t* const* blk, int64_t b0, int64_t b1, const int8_t* xq,
                          const float* d, float* part) {
     static_assert(BW == 64, "torch's AVX-512 layout only");
+    if (Gemv<I>::prefetch_to_l2()) group_dots_to<Rn, S, true>(p, blk, b0, b1, xq, d, part);
+    else group_dots_to<Rn, S, false>(p, blk, b0, b1, xq, d, part);
+  }
+
+ private:
+  // group_dots, prefetching into L2 or L1. Not inlined: in block_rows, GCC keeps `part` in
+  // registers across blocks, and the accumulators then go to the stack.
+  template <int Rn, int S, bool ToL2>
+  __attribute__((noinline)) static void group_dots_to(const QuantProblem& p, const uint8_t* const* blk, int64_t b0,
+                                                      int64_t b1, const int8_t* xq, const float* d, float* part) {
     static_assert(Rn * S <= kRows, "the accumulators fill the registers");
+    constexpr int BW = 64;
     constexpr int64_t HB = 32, kBlock = 32;  // bytes per k row, k per activation scale
     const int64_t blocks = p.k / kBlock, ahead = Gemv<I>::prefetch_bytes();  // bytes
-    const bool to_l2 = Gemv<I>::prefetch_to_l2();
     // Lane j of the first gather: byte j of rows 0..3. Rows 0 and 1 are bytes j and 32 + j of r01,
     // rows 2 and 3 the same bytes of r23, so one index serves both: a vpermb of r01, then one of r23
     // merged into bytes 2 and 3 of each lane (two one-micro-op vpermb: a vpermt2b is three). The
@@ -63,8 +86,8 @@ struct VnniDots {
         for (int s = 0; s < S; ++s) {
           const uint8_t* rows = blk[s] + kk * HB;
           // Each stream prefetched as far ahead as the float path's (128 bytes here: two lines).
-          Gemv<I>::prefetch(rows + ahead, to_l2);
-          Gemv<I>::prefetch(rows + ahead + 64, to_l2);
+          Gemv<I>::template prefetch<ToL2>(rows + ahead);
+          Gemv<I>::template prefetch<ToL2>(rows + ahead + 64);
           const __m512i r01 = _mm512_loadu_si512(rows), r23 = _mm512_loadu_si512(rows + 64);
           const __m512i t0 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(gather0, r01), kRows23, gather0, r23);
           const __m512i t1 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(gather1, r01), kRows23, gather1, r23);
@@ -73,7 +96,7 @@ struct VnniDots {
             int32_t x4;
             std::memcpy(&x4, xq + r * p.k + kk, 4);
             const __m512i xb = _mm512_set1_epi32(x4);
-            for (int v = 0; v < 4; ++v) acc[s][r][v] = _mm512_dpbusd_epi32(acc[s][r][v], q[v], xb);
+            for (int v = 0; v < 4; ++v) acc[s][r][v] = dpbusd(acc[s][r][v], q[v], xb);
           }
         }
       }
@@ -102,7 +125,7 @@ struct VnniInt16Dots {
   static Acc zero() { return _mm512_setzero_si512(); }
   static Acc add(Acc a, Acc b) { return _mm512_add_epi32(a, b); }
   static __m512i widen(const int8_t* w) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))); }
-  static Acc dot(Acc acc, __m512i w, const int16_t* x) { return _mm512_dpwssd_epi32(acc, w, _mm512_loadu_si512(x)); }
+  static Acc dot(Acc acc, __m512i w, const int16_t* x) { return dpwssd(acc, w, _mm512_loadu_si512(x)); }
   static typename I::V to_float(Acc a) { return _mm512_cvtepi32_ps(a); }
   static void to_int16(typename I::V v, int16_t* out) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(v)));
@@ -164,7 +187,7 @@ struct VnniInt4Prefill : Quant<I> {
           int32_t x2;
           std::memcpy(&x2, xq + r * p.k + kk, 4);
           const __m512i xb = _mm512_set1_epi32(x2);
-          for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], q[v], xb);
+          for (int v = 0; v < 4; ++v) acc[r][v] = dpwssd(acc[r][v], q[v], xb);
         }
       }
       for (int r = 0; r < Rn; ++r) {
