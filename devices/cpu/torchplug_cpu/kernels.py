@@ -39,7 +39,7 @@ this CPU model and path (tuning.py), else prefetch.py's PREFETCH_BY_CPU entry fo
 the ISA path's own distance (gemv_kernel.h: 6 KB on avx512, 1 KB on avx2) into L1.
 
 TORCHPLUG_CPU_STREAMS=1|2|4: how many weight streams each thread of those products reads at once
-(columns, or int4 blocks of columns, from as many equal parts of its share). Unset: as the prefetch,
+(columns, or int4 blocks of columns, half as many, from as many equal parts of its share). Unset: as the prefetch,
 what `torchplug tune cpu` measured, else PREFETCH_BY_CPU's entry, else 1.
 
 TORCHPLUG_CPU_FP32=auto|onednn|stock routes float32 mm/addmm/bmm/baddbmm (so linear and matmul):
