@@ -35,11 +35,12 @@ struct Gemv {
   // set it for this CPU. On an Intel Xeon, L2 kept more lines in flight than L1, whose fill buffers
   // the loads share: fp16 decode 9-12% faster. Callers read prefetch_to_l2() once per call.
   static bool prefetch_to_l2() { return gemv_prefetch_level() == 2; }
-  static void prefetch(const void* p, bool to_l2) {
-    if (to_l2) __builtin_prefetch(p, 0, 2);
-    else __builtin_prefetch(p, 0, 3);
-  }
+  // With the level fixed at compile time (loops that must not test it per step: quant_vnni.h, dpbusd).
   template <bool ToL2> static void prefetch(const void* p) { __builtin_prefetch(p, 0, ToL2 ? 2 : 3); }
+  static void prefetch(const void* p, bool to_l2) {
+    if (to_l2) prefetch<true>(p);
+    else prefetch<false>(p);
+  }
 
   // FMA chains per row: U partial sums per stream (R * U * S chains hide the FMA latency).
   template <int R, class Bt>

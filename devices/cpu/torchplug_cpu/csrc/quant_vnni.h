@@ -202,7 +202,7 @@ struct VnniInt4Prefill : Quant<I> {
   }
 
   // Tasks [begin, end) are blocks of 64 columns (p.nc = 64); p.mc rows are rounded at a time. Scratch:
-  // quant_scratch() (isa.h, int4_prefill_scratch).
+  // quant_scratch() (isa.h: the float path's skinny scratch for mc rows, then the layout below).
   template <class T> static void run(const QuantProblem& p, int64_t begin, int64_t end, float* scratch) {
     const int64_t groups = (p.k + p.group - 1) / p.group, nb = Rounding::blocks(p);
     QuantProblem rows_of_float = p;
